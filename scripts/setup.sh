@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One-time, idempotent set-up of a Debian 12 machine for netscale.multinic:
+# apt packages (lab + datapath toolchain), a virtualenv with the pinned Python
+# dependencies, and the collection linked where Ansible finds it. Safe to re-run;
+# each step is skipped when already done.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+apt_packages=(
+  python3 python3-venv python3-dev gcc git rsync jq
+  iproute2 nftables iputils-ping procps util-linux psmisc
+  frr frr-pythontools iperf3 debootstrap
+  clang llvm libbpf-dev bpftool
+)
+
+need_root() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: '$*' needs root (run as root or with sudo)" >&2
+    exit 1
+  fi
+}
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  need_root apt-get install
+  echo "setup: installing apt packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian starts FRR's own service when an init system exists; the lab runs its own daemons
+# in namespaces, so the machine-wide instance must not hold the ports or the kernel routes.
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+  systemctl disable --now frr >/dev/null 2>&1 || true
+fi
+
+venv="$here/.venv"
+stamp="$venv/.requirements.sha256"
+want=$(cat requirements.txt requirements-test.txt | sha256sum | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating virtualenv $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip >/dev/null
+  "$venv/bin/pip" install -q -r requirements.txt -r requirements-test.txt
+  echo "$want" > "$stamp"
+fi
+
+# Ansible resolves netscale.multinic through .build/ansible_collections (see ansible.cfg).
+mkdir -p .build/ansible_collections/netscale
+ln -sfn "$here" .build/ansible_collections/netscale/multinic
+echo "setup: ready (venv: $venv)"
