@@ -253,6 +253,7 @@ class Topology(object):
         self.spines = []
         self.hosts = []
         self.lab = data.get("lab") or {}
+        self.names = {}  # every entity name -> its path in the file (names are fabric-unique)
 
     # Global indices are pure functions of ids and capacities (never of list order), so adding,
     # removing or reordering entities never moves another one.
@@ -365,23 +366,10 @@ def load_topology(data, source=None):
         if isinstance(value, int) and not 1 <= value <= ASN_MAX:
             out.add("asn.%s" % key, value, "not a valid 4-byte ASN", "use 1..%d (private: 4200000000..4294967294)" % ASN_MAX)
 
-    names = {}
+    claim = _claimer(topo.names, out)
 
-    def claim(name, path):
-        if not isinstance(name, str):
-            return
-        if name in names:
-            out.add(path, name, "duplicate name (also used at %s)" % names[name],
-                    "names of buildings, zones, racks, ToRs, spines and hosts must be unique in the fabric")
-        else:
-            names[name] = path
-
-    def pins(node, version_keys=(("ipv6_prefix", 6), ("ipv4_prefix", 4))):
-        for key, version in version_keys:
-            if node.data.get(key) is not None:
-                parsed_pin = _parse_prefix(node.data[key], version, "%s.%s" % (node.path, key), out)
-                if parsed_pin:
-                    node.pins[version] = parsed_pin
+    def pins(node):
+        _read_pins(node, out)
 
     buildings = data.get("buildings") if isinstance(data.get("buildings"), list) else []
     _check_children(buildings, "building", "buildings", "buildings", capacity, out)
@@ -417,33 +405,7 @@ def load_topology(data, source=None):
             racks = zdata.get("racks") if isinstance(zdata.get("racks"), list) else []
             _check_children(racks, "rack", zpath + ".racks", "racks", capacity, out)
             for ri, rdata in enumerate(racks):
-                rpath = "%s.racks[%d]" % (zpath, ri)
-                if not _check_map(rdata, "rack", rpath, out):
-                    continue
-                r = Node("rack", rdata, rpath, z)
-                claim(r.name, rpath)
-                pins(r)
-                tor = rdata.get("tor") or {}
-                r.data = dict(rdata)
-                tor_name = tor.get("name") if isinstance(tor, dict) and tor.get("name") else "%s-tor" % r.name
-                if isinstance(tor, dict):
-                    _check_platform(tor, rpath + ".tor", out)
-                claim(tor_name, rpath + ".tor.name")
-                r.pins["tor_name"] = tor_name
-                r.pins["tor_platform"] = (tor.get("platform") if isinstance(tor, dict) else None) or "frr"
-                z.children.append(r)
-                topo.racks.append(r)
-                hosts = rdata.get("hosts") if isinstance(rdata.get("hosts"), list) else []
-                _check_children(hosts, "host", rpath + ".hosts", "hosts", capacity, out)
-                for hi, hdata in enumerate(hosts):
-                    hpath = "%s.hosts[%d]" % (rpath, hi)
-                    if not _check_map(hdata, "host", hpath, out):
-                        continue
-                    h = Host("host", hdata, hpath, r)
-                    claim(h.name, hpath)
-                    _check_host(h, hdata, hpath, capacity, out)
-                    r.children.append(h)
-                    topo.hosts.append(h)
+                _load_rack(topo, z, "%s.racks[%d]" % (zpath, ri), rdata, out, claim)
 
     if not out.problems:
         _check_pins(topo, out)
@@ -452,6 +414,86 @@ def load_topology(data, source=None):
     if out.problems:
         raise TopologyError(out.problems, source)
     return topo
+
+
+def _claimer(names, out):
+    def claim(name, path):
+        if not isinstance(name, str):
+            return
+        if name in names:
+            out.add(path, name, "duplicate name (also used at %s)" % names[name],
+                    "names of buildings, zones, racks, ToRs, spines and hosts must be unique in the fabric")
+        else:
+            names[name] = path
+    return claim
+
+
+def _read_pins(node, out):
+    for key, version in (("ipv6_prefix", 6), ("ipv4_prefix", 4)):
+        if node.data.get(key) is not None:
+            parsed_pin = _parse_prefix(node.data[key], version, "%s.%s" % (node.path, key), out)
+            if parsed_pin:
+                node.pins[version] = parsed_pin
+
+
+def _load_rack(topo, z, rpath, rdata, out, claim):
+    """Validate one rack (and its hosts) and attach it to zone node ``z``."""
+    capacity = topo.capacity
+    if not _check_map(rdata, "rack", rpath, out):
+        return None
+    r = Node("rack", rdata, rpath, z)
+    claim(r.name, rpath)
+    _read_pins(r, out)
+    tor = rdata.get("tor") or {}
+    tor_name = tor.get("name") if isinstance(tor, dict) and tor.get("name") else "%s-tor" % r.name
+    if isinstance(tor, dict):
+        _check_platform(tor, rpath + ".tor", out)
+    claim(tor_name, rpath + ".tor.name")
+    r.pins["tor_name"] = tor_name
+    r.pins["tor_platform"] = (tor.get("platform") if isinstance(tor, dict) else None) or "frr"
+    z.children.append(r)
+    topo.racks.append(r)
+    hosts = rdata.get("hosts") if isinstance(rdata.get("hosts"), list) else []
+    _check_children(hosts, "host", rpath + ".hosts", "hosts", capacity, out)
+    for hi, hdata in enumerate(hosts):
+        hpath = "%s.hosts[%d]" % (rpath, hi)
+        if not _check_map(hdata, "host", hpath, out):
+            continue
+        h = Host("host", hdata, hpath, r)
+        claim(h.name, hpath)
+        _check_host(h, hdata, hpath, capacity, out)
+        r.children.append(h)
+        topo.hosts.append(h)
+    return r
+
+
+def add_rack(topo, zone_name, rack_data):
+    """Validate one new rack and add it to an already validated topology (incremental re-plan).
+
+    Only the new rack is checked (ids and names against its siblings and the fabric, pins, capacity);
+    on any problem the topology is left as it was and TopologyError is raised.
+    """
+    zone = next((z for z in topo.zones if z.name == zone_name), None)
+    if zone is None:
+        raise TopologyError([InputProblem("zone", zone_name, "no such zone", "use one of: %s"
+                                          % ", ".join(z.name for z in topo.zones))], topo.source)
+    out = _Collector()
+    siblings = [r.data for r in zone.children] + [rack_data]
+    rpath = "%s.racks[%d]" % (zone.path, len(zone.children))
+    _check_children(siblings, "rack", zone.path + ".racks", "racks", topo.capacity, out)
+    names = dict(topo.names)
+    snapshot = (len(zone.children), len(topo.racks), len(topo.hosts))
+    rack = _load_rack(topo, zone, rpath, rack_data, out, _claimer(names, out))
+    if rack is not None and not out.problems:
+        _check_pins(topo, out)
+    if out.problems:
+        del zone.children[snapshot[0]:]
+        del topo.racks[snapshot[1]:]
+        del topo.hosts[snapshot[2]:]
+        raise TopologyError(out.problems, topo.source)
+    topo.names = names
+    zone.data.setdefault("racks", []).append(rack_data)
+    return rack
 
 
 def _check_platform(data, path, out):

@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+"""Action plugin: the plan stage runs on the controller (documentation in plugins/modules/fabric_plan.py)."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_native
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError, PlanChangedError
+from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import run_plan
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("topology", "dest", "allow_renumber"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = self._task.args
+        unknown = set(args) - self._VALID_ARGS
+        if unknown:
+            raise AnsibleActionFail("fabric_plan: unknown option(s) %s; allowed: %s"
+                                    % (", ".join(sorted(unknown)), ", ".join(sorted(self._VALID_ARGS))))
+        topology = args.get("topology")
+        if not topology:
+            raise AnsibleActionFail("fabric_plan: option 'topology' (path of the fabric topology file) is required")
+        topology = self._loader.path_dwim(topology)
+        dest = self._loader.path_dwim(args.get("dest") or "intended")
+        allow = bool(self._templar.template(args.get("allow_renumber", False)))
+        try:
+            outcome = run_plan(topology, dest, allow_renumber=allow, check_mode=self._task.check_mode)
+        except PlanChangedError as exc:
+            result.update(failed=True, msg=to_native(exc), renumbered=exc.changes)
+            return result
+        except MultinicError as exc:
+            problems = [p.as_dict() for p in getattr(exc, "problems", [])]
+            result.update(failed=True, msg=to_native(exc), problems=problems)
+            return result
+        result.update(
+            changed=outcome["changed"],
+            summary=outcome["summary"],
+            written=outcome["written"],
+            removed=outcome["removed"],
+            added=outcome["added"],
+            renumbered=outcome["renumbered"],
+            dest=dest,
+            topology=topology,
+        )
+        if self._task.diff and outcome["diff"]:
+            result["diff"] = outcome["diff"]
+        if not os.path.isdir(dest) and self._task.check_mode:
+            result["msg"] = "check mode: nothing written"
+        return result

@@ -1,0 +1,30 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+"""Validate, plan and write: the whole ``plan`` stage as one call (used by the action plugin,
+the command line and the benchmarks)."""
+
+from __future__ import annotations
+
+import yaml
+
+from ansible_collections.netscale.multinic.plugins.module_utils.plan_store import write_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+
+
+def read_topology_file(path):
+    with open(path) as handle:
+        data = yaml.safe_load(handle)
+    if isinstance(data, dict):
+        data.pop("lab_state_dir", None)
+    return data
+
+
+def run_plan(topology_path, dest, allow_renumber=False, check_mode=False):
+    """Returns the write result plus the plan summary. Raises MultinicError subclasses."""
+    topo = load_topology(read_topology_file(topology_path), source=topology_path)
+    plan = FabricPlan(topo).allocate()
+    result = write_plan(plan, dest, allow_renumber=allow_renumber, check_mode=check_mode)
+    result["summary"] = plan.summary()
+    return result

@@ -1,0 +1,38 @@
+"""Inventory view: groups by level/role/NIC count, allocations as host vars, lab connection vars."""
+import json
+import os
+
+from ansible_collections.netscale.multinic.plugins.module_utils.inventory_model import build_inventory
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+
+from fabrics import load_example
+
+
+def test_example_groups_and_hostvars():
+    topo = load_topology(load_example("example"), "example")
+    view = build_inventory(topo, "inventories/example/fabric.yml", state_dir="/nonexistent")
+    assert view.groups["rack_b1_az1_r1"] == "zone_b1_az1"
+    assert view.groups["zone_b1_az1"] == "building_b1"
+    assert view.groups["building_b1"] == "region_rgn1"
+    h = view.hosts["gpu-b1-az1-r1-h2"]
+    assert set(h["groups"]) == {"gpu_hosts", "rack_b1_az1_r1", "nics_4"}
+    assert h["vars"]["multinic_host"]["nic_count"] == 4
+    tor = view.hosts["b1-az1-r2-tor"]
+    assert "platform_eos" in tor["groups"] and tor["vars"]["multinic_rack"]["name"] == "b1-az1-r2"
+    assert "spines" in view.hosts["b1-az1-spine1"]["groups"]
+    assert "ansible_connection" not in h["vars"]
+
+
+def test_lab_state_sets_nsenter_only_for_live_pids(tmp_path):
+    topo = load_topology(load_example("lab"), "lab")
+    state_dir = tmp_path / "lab"
+    (state_dir / "lab").mkdir(parents=True)
+    dead_pid = 2 ** 22 + 7  # above pid_max defaults: never alive
+    (state_dir / "lab" / "state.json").write_text(json.dumps({"nodes": {
+        "lab-r1-h1": {"pid": os.getpid(), "kind": "gpu_host"},
+        "lab-r1-h2": {"pid": dead_pid, "kind": "gpu_host"}}}))
+    view = build_inventory(topo, "inventories/lab/fabric.yml", state_dir=str(state_dir))
+    live = view.hosts["lab-r1-h1"]["vars"]
+    assert live["ansible_connection"] == "community.docker.nsenter" and live["ansible_nsenter_pid"] == os.getpid()
+    assert "ansible_connection" not in view.hosts["lab-r1-h2"]["vars"]
+    assert "lab-storage" in view.hosts and view.hosts["lab-storage"]["groups"] == ["lab_storage"]
