@@ -1,0 +1,920 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+"""VipInjector process-API helper: ExaBGP runs this file as its ``process``.
+
+One self-contained file, standard library only: the ``vipinjector`` role copies it to the host
+(``/opt/netscale-vipinjector/bin/vipinjector-helper``) and the controller-side renderer and the
+unit tests import its pure parts (guard, rise/fall, desired state). No Ansible imports.
+
+What it does (see docs/vipinjector.md):
+
+* announces the instance's task IP (/32 and /128) on every BGP session (one per NIC) with that
+  NIC's container address as next hop, only while the workload health check passes (rise/fall,
+  interval), no drain file exists and that NIC's path check passes;
+* withdraws on a drain file, on health failure, on SIGTERM, and per session on a path failure
+  (``neighbor ADDR withdraw route ...``);
+* reads every line ExaBGP writes back (``done``/``error``/``shutdown``, neighbor state changes)
+  on a separate thread so the pipe never blocks;
+* the guard: every command it emits is checked against the instance's allocation, and the
+  ExaBGP configuration it runs under is scanned at start: any static route (another host's task
+  IP above all) puts the helper in *refused* mode: it withdraws those prefixes on every session
+  and announces nothing;
+* writes a JSON status file and a Prometheus text-file metric.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import queue
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+__all__ = [
+    "GuardError",
+    "Allocation",
+    "parse_api_command",
+    "scan_exabgp_config",
+    "RiseFall",
+    "HelperCore",
+]
+
+STATUS_VERSION = 1
+
+
+# --------------------------------------------------------------------------------------------
+# Guard
+# --------------------------------------------------------------------------------------------
+class GuardError(ValueError):
+    """A command or a configuration would announce something this instance does not own."""
+
+
+def _net(text):
+    return ipaddress.ip_network(text, strict=True)
+
+
+def _addr(text):
+    return ipaddress.ip_address(text)
+
+
+class Allocation(object):
+    """The prefixes an instance may announce and, per session, the next hops it may use.
+
+    ``prefixes``: host routes (/32, /128) — the slot's task IPs.
+    ``sessions``: list of dicts ``{"peer": ADDR, "local": ADDR, "next_hop": {"ipv4": A, "ipv6": A}}``.
+    """
+
+    def __init__(self, prefixes, sessions):
+        self.prefixes = []
+        problems = []
+        for p in prefixes:
+            try:
+                net = _net(p)
+            except ValueError as exc:
+                problems.append("allocation prefix %r is not a valid prefix (%s)" % (p, exc))
+                continue
+            if net.prefixlen != net.max_prefixlen:
+                problems.append(
+                    "allocation prefix %s is not a host route: a task IP is announced as /32 or "
+                    "/128 only" % net
+                )
+                continue
+            self.prefixes.append(net)
+        if not self.prefixes and not problems:
+            problems.append("allocation has no task IP prefix")
+        self.sessions = {}
+        for i, s in enumerate(sessions):
+            try:
+                peer = _addr(s["peer"])
+                local = _addr(s["local"])
+                nhs = dict((fam, _addr(a)) for fam, a in (s.get("next_hop") or {}).items() if a)
+            except (KeyError, ValueError) as exc:
+                problems.append("session %d: invalid peer/local/next_hop (%s)" % (i, exc))
+                continue
+            if peer in self.sessions:
+                problems.append("session %d: peer %s appears twice" % (i, peer))
+            self.sessions[peer] = {"local": local, "next_hop": nhs, "nic": s.get("nic", i)}
+        if not self.sessions and not problems:
+            problems.append("allocation has no BGP session")
+        if problems:
+            raise GuardError("; ".join(problems))
+
+    # ---
+    def owns(self, prefix):
+        net = _net(prefix) if not isinstance(prefix, (ipaddress.IPv4Network, ipaddress.IPv6Network)) else prefix
+        return net in self.prefixes
+
+    def addresses(self):
+        """Every address legitimately named in this instance's ExaBGP configuration."""
+        out = set(p.network_address for p in self.prefixes)
+        for peer, s in self.sessions.items():
+            out.add(peer)
+            out.add(s["local"])
+            out.update(s["next_hop"].values())
+        return out
+
+    def check(self, command):
+        """Raise GuardError unless ``command`` is an announce/withdraw this instance may send.
+
+        Announce: ``neighbor PEER announce route PREFIX next-hop NH`` where PEER is one of the
+        instance's sessions, PREFIX one of its task IPs and NH that session's own address of the
+        prefix's family (or ``self``). Withdraw: ``neighbor PEER withdraw route PREFIX`` for any
+        host route (withdrawing cannot hijack; the refused mode withdraws foreign prefixes).
+        """
+        parsed = parse_api_command(command)
+        if parsed["peer"] is None:
+            raise GuardError(
+                "command %r has no 'neighbor ADDR' selector: every command must target one of "
+                "this instance's sessions" % command
+            )
+        peer = parsed["peer"]
+        if peer not in self.sessions:
+            raise GuardError("command %r targets %s, which is not one of this instance's BGP "
+                             "peers (%s)" % (command, peer, ", ".join(str(p) for p in self.sessions)))
+        if parsed["action"] == "withdraw":
+            return parsed
+        if parsed["prefix"] not in self.prefixes:
+            raise GuardError(
+                "refused to announce %s: not this instance's task IP (allowed: %s)"
+                % (parsed["prefix"], ", ".join(str(p) for p in self.prefixes))
+            )
+        nh = parsed["attributes"].get("next-hop")
+        if nh is None:
+            raise GuardError("announce %r has no next-hop" % command)
+        if nh != "self":
+            fam = "ipv4" if parsed["prefix"].version == 4 else "ipv6"
+            own = self.sessions[peer]["next_hop"].get(fam)
+            if own is None or _addr(nh) != own:
+                raise GuardError(
+                    "refused next-hop %s for %s on session %s: the only allowed next hop is this "
+                    "container's own address on that NIC (%s)" % (nh, parsed["prefix"], peer, own)
+                )
+        extra = set(parsed["attributes"]) - {"next-hop"}
+        if extra:
+            raise GuardError("announce %r carries attributes %s; only next-hop is allowed"
+                             % (command, ", ".join(sorted(extra))))
+        return parsed
+
+
+_CMD_RE = re.compile(r"^\s*(?:neighbor\s+(?P<peer>\S+)\s+)?(?P<action>announce|withdraw)\s+route\s+"
+                     r"(?P<prefix>\S+)(?P<rest>.*)$")
+
+
+def parse_api_command(command):
+    """Parse the subset of the ExaBGP text API the helper speaks.
+
+    Returns ``{"peer": ip_address|None, "action": "announce"|"withdraw", "prefix": ip_network,
+    "attributes": {name: value}}``; raises GuardError for anything else (flow routes, vpls,
+    ``announce attributes ... nlri``, neighbor selectors beyond the address, ...).
+    """
+    m = _CMD_RE.match(command)
+    if not m:
+        raise GuardError("command %r is not 'neighbor ADDR announce|withdraw route PREFIX ...': "
+                         "the helper sends nothing else" % command)
+    peer = None
+    if m.group("peer"):
+        try:
+            peer = _addr(m.group("peer"))
+        except ValueError:
+            raise GuardError("command %r: neighbor selector %r is not an address"
+                             % (command, m.group("peer")))
+    try:
+        prefix = _net(m.group("prefix"))
+    except ValueError:
+        try:
+            a = _addr(m.group("prefix"))
+            prefix = ipaddress.ip_network(a)
+        except ValueError:
+            raise GuardError("command %r: %r is not a prefix" % (command, m.group("prefix")))
+    tokens = m.group("rest").split()
+    if len(tokens) % 2:
+        raise GuardError("command %r: attributes must be 'name value' pairs" % command)
+    attrs = dict(zip(tokens[0::2], tokens[1::2]))
+    return {"peer": peer, "action": m.group("action"), "prefix": prefix, "attributes": attrs}
+
+
+_TOKEN_RE = re.compile(r'"[^"]*"|\'[^\']*\'|[{};\[\]]|[^\s{};\[\]]+')
+_ROUTE_KEYWORDS = {"route", "static", "announce", "flow", "l2vpn", "vpls", "attribute", "attributes",
+                   "nlri", "unicast", "multicast", "labeled-unicast", "mpls-vpn", "flow-vpn",
+                   "operational", "watchdog"}
+
+
+def _strip_comments(text):
+    out = []
+    for line in text.splitlines():
+        # '#' starts a comment unless inside quotes (md5 keys may contain '#').
+        buf, quote = [], None
+        for ch in line:
+            if quote:
+                buf.append(ch)
+                if ch == quote:
+                    quote = None
+            elif ch in "\"'":
+                quote = ch
+                buf.append(ch)
+            elif ch == "#":
+                break
+            else:
+                buf.append(ch)
+        out.append("".join(buf))
+    return "\n".join(out)
+
+
+def scan_exabgp_config(text, allocation):
+    """Scan an ExaBGP configuration for anything announced outside the API.
+
+    The VipInjector configuration announces nothing by itself (every route comes from the helper,
+    so health decides). Returns a list of findings ``{"kind", "value", "message"}``; empty = clean:
+
+    * ``foreign-prefix``: a route/flow/etc. names a prefix that is not this instance's task IP;
+    * ``static-route``: a static route for the own task IP (would bypass the health check);
+    * ``foreign-address``: any other IP literal that is neither a peer, a local address, a next
+      hop nor a task IP of this instance;
+    * ``route-keyword``: a route-bearing section (static, announce, flow, ...) with no prefix.
+    """
+    findings = []
+    tokens = [t.strip("\"'") for t in _TOKEN_RE.findall(_strip_comments(text))]
+    allowed = allocation.addresses()
+    in_route = 0
+    depth_stack = []
+    route_context = False
+    for i, tok in enumerate(tokens):
+        if tok == "{":
+            depth_stack.append(route_context)
+            continue
+        if tok == "}":
+            route_context = depth_stack.pop() if depth_stack else False
+            in_route = 0
+            continue
+        if tok == ";":
+            in_route = 0
+            continue
+        low = tok.lower()
+        prev = tokens[i - 1].lower() if i else ""
+        if low in _ROUTE_KEYWORDS and prev not in ("process", "processes"):
+            # 'family { ipv4 unicast; }' and 'capability { ... }' are not routes.
+            if low in ("unicast", "multicast", "labeled-unicast", "mpls-vpn", "flow-vpn", "flow",
+                       "vpls") and prev in ("ipv4", "ipv6", "l2vpn") and not route_context:
+                continue
+            if low == "route" and prev in ("route-refresh",):
+                continue
+            if low in ("static", "announce", "flow", "l2vpn") and i + 1 < len(tokens) and tokens[i + 1] == "{":
+                route_context = True
+                findings.append({"kind": "route-keyword", "value": tok,
+                                 "message": "configuration has a '%s' section: the VipInjector "
+                                            "configuration announces nothing by itself" % tok})
+                continue
+            if low in ("route", "attribute", "attributes", "nlri") or route_context:
+                in_route = 1
+            continue
+        # an address or a prefix?
+        try:
+            net = ipaddress.ip_network(tok, strict=False)
+        except ValueError:
+            continue
+        if "/" not in tok and (in_route or route_context) and prev not in ("next-hop",):
+            net = ipaddress.ip_network(tok)
+        if (in_route or route_context) and prev not in ("next-hop",):
+            if net in allocation.prefixes:
+                findings.append({"kind": "static-route", "value": str(net),
+                                 "message": "static route for the own task IP %s would bypass the "
+                                            "health check and the drain file" % net})
+            else:
+                findings.append({"kind": "foreign-prefix", "value": str(net),
+                                 "message": "configuration announces %s, which is not this "
+                                            "instance's task IP (allowed: %s)"
+                                            % (net, ", ".join(str(p) for p in allocation.prefixes))})
+            continue
+        if net.prefixlen == net.max_prefixlen and net.network_address in allowed:
+            continue
+        findings.append({"kind": "foreign-address", "value": tok,
+                         "message": "configuration names %s, which is neither a peer, a local "
+                                    "address, a next hop nor a task IP of this instance" % tok})
+    # 'route-keyword' without any prefix is still a finding; drop it when a prefix finding exists
+    # for the same section to keep the report short.
+    if any(f["kind"] in ("foreign-prefix", "static-route") for f in findings):
+        findings = [f for f in findings if f["kind"] != "route-keyword"]
+    return findings
+
+
+# --------------------------------------------------------------------------------------------
+# Pure state machine
+# --------------------------------------------------------------------------------------------
+class RiseFall(object):
+    """Rise/fall debouncing. The first result decides at once; later flips need ``rise``
+    consecutive successes (down -> up) or ``fall`` consecutive failures (up -> down)."""
+
+    def __init__(self, rise=2, fall=3):
+        if int(rise) < 1 or int(fall) < 1:
+            raise ValueError("rise and fall must be >= 1 (got rise=%r fall=%r)" % (rise, fall))
+        self.rise = int(rise)
+        self.fall = int(fall)
+        self.up = None  # unknown until the first result
+        self.streak = 0
+        self.last_result = None
+        self.last_detail = ""
+
+    def feed(self, ok, detail=""):
+        """Record one result; return True when the state changed."""
+        ok = bool(ok)
+        self.last_result = ok
+        self.last_detail = detail
+        if self.up is None:
+            self.up = ok
+            self.streak = 0
+            return True
+        if ok == self.up:
+            self.streak = 0
+            return False
+        self.streak += 1
+        if self.streak >= (self.rise if ok else self.fall):
+            self.up = ok
+            self.streak = 0
+            return True
+        return False
+
+    @property
+    def is_up(self):
+        return bool(self.up)
+
+
+class HelperCore(object):
+    """Desired-state logic, no I/O. Inputs are events; outputs are ExaBGP commands.
+
+    A route is wanted on session S iff: not refused by the guard, health up, not drained,
+    path check of S up. ``reconcile()`` returns the commands that move the announced state to the
+    wanted one (every command passes the guard). ``session_up(peer)`` forgets what was announced
+    on that session so the next reconcile re-announces it (ExaBGP also replays its RIB; a
+    duplicate announce is harmless)."""
+
+    def __init__(self, allocation, rise=2, fall=3, path_rise=2, path_fall=2):
+        self.allocation = allocation
+        self.health = RiseFall(rise, fall)
+        self.paths = dict((peer, RiseFall(path_rise, path_fall)) for peer in allocation.sessions)
+        self.drained = False
+        self.refused = []  # guard findings that put the instance in refused mode
+        self.withdraw_foreign = []  # prefixes to withdraw on every session (refused mode)
+        self.stopping = False
+        self.announced = dict((peer, set()) for peer in allocation.sessions)
+        self.session_state = dict((peer, "unknown") for peer in allocation.sessions)
+        self.last_change = None
+        self.last_reason = "start"
+        self.refusals = 0
+
+    # --- events
+    def set_refused(self, findings):
+        self.refused = list(findings)
+        self.withdraw_foreign = sorted(set(f["value"] for f in findings
+                                           if f["kind"] in ("foreign-prefix", "static-route")))
+
+    def session_event(self, peer, state):
+        if peer not in self.session_state:
+            return
+        self.session_state[peer] = state
+        if state in ("up", "down"):
+            # Up: ExaBGP replays its RIB, re-send anyway. Down: the ToR dropped our routes.
+            self.announced[peer] = set()
+
+    def wanted(self, peer):
+        if self.stopping or self.refused or self.drained or not self.health.is_up:
+            return set()
+        path = self.paths[peer]
+        if path.up is not None and not path.is_up:
+            return set()
+        return set(self.allocation.prefixes)
+
+    def reason(self, peer):
+        if self.stopping:
+            return "stopping"
+        if self.refused:
+            return "refused by guard"
+        if self.drained:
+            return "drained"
+        if not self.health.is_up:
+            return "health check failing" if self.health.up is not None else "health unknown"
+        path = self.paths[peer]
+        if path.up is not None and not path.is_up:
+            return "path check failing"
+        return "healthy"
+
+    def reconcile(self, now=None):
+        """Commands to send now, each already checked by the guard."""
+        cmds = []
+        for peer, sess in self.allocation.sessions.items():
+            want = self.wanted(peer)
+            have = self.announced[peer]
+            for p in sorted(want - have, key=str):
+                fam = "ipv4" if p.version == 4 else "ipv6"
+                nh = sess["next_hop"].get(fam)
+                if nh is None:
+                    continue
+                cmds.append("neighbor %s announce route %s next-hop %s" % (peer, p, nh))
+            for p in sorted(have - want, key=str):
+                cmds.append("neighbor %s withdraw route %s" % (peer, p))
+        out = []
+        for c in cmds:
+            try:
+                parsed = self.allocation.check(c)
+            except GuardError:
+                self.refusals += 1
+                continue
+            peer = parsed["peer"]
+            if parsed["action"] == "announce":
+                self.announced[peer].add(parsed["prefix"])
+            else:
+                self.announced[peer].discard(parsed["prefix"])
+            out.append(c)
+        if out:
+            self.last_change = time.time() if now is None else now
+            self.last_reason = "; ".join(sorted(set("%s: %s" % (p, self.reason(p))
+                                                    for p in self.allocation.sessions)))
+        return out
+
+    def refused_withdraws_for(self, peer):
+        """On a session (re)establishment in refused mode: withdraw the foreign prefixes."""
+        if not self.refused:
+            return []
+        return ["neighbor %s withdraw route %s" % (peer, p) for p in self.withdraw_foreign]
+
+    def status(self, now=None):
+        sessions = []
+        for peer, sess in self.allocation.sessions.items():
+            path = self.paths[peer]
+            sessions.append({
+                "nic": sess["nic"],
+                "peer": str(peer),
+                "local": str(sess["local"]),
+                "state": self.session_state[peer],
+                "path_ok": path.up,
+                "path_detail": path.last_detail,
+                "announced": sorted(str(p) for p in self.announced[peer]),
+                "reason": self.reason(peer),
+            })
+        announced = sorted(set(str(p) for s in self.announced.values() for p in s))
+        return {
+            "version": STATUS_VERSION,
+            "time": time.time() if now is None else now,
+            "health": {"up": self.health.up, "detail": self.health.last_detail},
+            "drained": self.drained,
+            "guard": {"refused": bool(self.refused), "findings": self.refused,
+                      "command_refusals": self.refusals},
+            "sessions": sessions,
+            "announced_prefixes": announced,
+            "allocation": [str(p) for p in self.allocation.prefixes],
+            "last_change": self.last_change,
+            "last_change_reason": self.last_reason,
+        }
+
+
+def prometheus_text(status, instance):
+    """Prometheus text exposition of a status dict (node_exporter textfile collector format)."""
+    def esc(v):
+        return str(v).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+    lab = 'instance="%s"' % esc(instance)
+    lines = [
+        "# HELP netscale_vipinjector_health_up Workload health check state (1 up, 0 down).",
+        "# TYPE netscale_vipinjector_health_up gauge",
+        "netscale_vipinjector_health_up{%s} %d" % (lab, 1 if status["health"]["up"] else 0),
+        "# HELP netscale_vipinjector_drained 1 while a drain file exists.",
+        "# TYPE netscale_vipinjector_drained gauge",
+        "netscale_vipinjector_drained{%s} %d" % (lab, 1 if status["drained"] else 0),
+        "# HELP netscale_vipinjector_guard_refused 1 when the configuration was refused by the guard.",
+        "# TYPE netscale_vipinjector_guard_refused gauge",
+        "netscale_vipinjector_guard_refused{%s} %d" % (lab, 1 if status["guard"]["refused"] else 0),
+        "# HELP netscale_vipinjector_guard_command_refusals_total Commands refused by the guard.",
+        "# TYPE netscale_vipinjector_guard_command_refusals_total counter",
+        "netscale_vipinjector_guard_command_refusals_total{%s} %d" % (lab, status["guard"]["command_refusals"]),
+        "# HELP netscale_vipinjector_session_up BGP session state per NIC (1 established).",
+        "# TYPE netscale_vipinjector_session_up gauge",
+    ]
+    for s in status["sessions"]:
+        lines.append('netscale_vipinjector_session_up{%s,nic="%s",peer="%s"} %d'
+                     % (lab, s["nic"], esc(s["peer"]), 1 if s["state"] == "up" else 0))
+    lines += ["# HELP netscale_vipinjector_path_up Per-NIC path check state (1 up).",
+              "# TYPE netscale_vipinjector_path_up gauge"]
+    for s in status["sessions"]:
+        lines.append('netscale_vipinjector_path_up{%s,nic="%s",peer="%s"} %d'
+                     % (lab, s["nic"], esc(s["peer"]), 1 if s["path_ok"] else 0))
+    lines += ["# HELP netscale_vipinjector_announced Prefix announced on a session (1) or not (0).",
+              "# TYPE netscale_vipinjector_announced gauge"]
+    for s in status["sessions"]:
+        for p in status["allocation"]:
+            lines.append('netscale_vipinjector_announced{%s,nic="%s",peer="%s",prefix="%s"} %d'
+                         % (lab, s["nic"], esc(s["peer"]), p, 1 if p in s["announced"] else 0))
+    lines += ["# HELP netscale_vipinjector_last_change_timestamp_seconds Time of the last announce/withdraw.",
+              "# TYPE netscale_vipinjector_last_change_timestamp_seconds gauge",
+              "netscale_vipinjector_last_change_timestamp_seconds{%s} %s"
+              % (lab, "%.3f" % status["last_change"] if status["last_change"] else "0")]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Probes (I/O)
+# --------------------------------------------------------------------------------------------
+def probe_health(spec, timeout_default=1.0):
+    """Run the workload health check. Returns (ok, detail)."""
+    kind = (spec or {}).get("type", "none")
+    timeout = float(spec.get("timeout", timeout_default)) if spec else timeout_default
+    try:
+        if kind == "none":
+            return True, "no health check configured"
+        if kind == "command":
+            argv = spec["command"]
+            if isinstance(argv, str):
+                argv = shlex.split(argv)
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=timeout, check=False)
+            return r.returncode == 0, "command exit %d" % r.returncode
+        if kind == "tcp":
+            with socket.create_connection((spec["host"], int(spec["port"])), timeout=timeout):
+                return True, "tcp %s:%s connected" % (spec["host"], spec["port"])
+        if kind == "http":
+            import urllib.request
+            import urllib.error
+            try:
+                with urllib.request.urlopen(spec["url"], timeout=timeout) as resp:  # nosec - local probe
+                    code = resp.status
+            except urllib.error.HTTPError as exc:
+                code = exc.code
+            expect = spec.get("expect_status")
+            ok = (code in expect) if expect else (200 <= code < 400)
+            return ok, "http %s -> %d" % (spec["url"], code)
+        return False, "unknown health check type %r" % kind
+    except subprocess.TimeoutExpired:
+        return False, "timed out after %.1fs" % timeout
+    except (OSError, ValueError, KeyError) as exc:
+        return False, "%s: %s" % (type(exc).__name__, exc)
+
+
+def _ip_json(args, timeout=2.0):
+    r = subprocess.run(["ip", "-j"] + args, stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=timeout, check=False, text=True)
+    if r.returncode != 0:
+        raise OSError("ip %s: %s" % (" ".join(args), r.stderr.strip() or r.returncode))
+    return json.loads(r.stdout or "[]")
+
+
+def probe_path(spec, session):
+    """Per-NIC path check. Returns (ok, detail).
+
+    ``route`` (default): the interface holding this NIC's local address is up with carrier, the
+    route to the peer from that address leaves through that interface, and the peer's neighbour
+    entry there is not FAILED. ``command``: argv with {peer} {local} {nic} substituted.
+    ``tcp``: connect to {peer}:port from the local address. ``none``: always up.
+    """
+    kind = (spec or {}).get("type", "route")
+    peer, local, nic = str(session["peer"]), str(session["local"]), session["nic"]
+    timeout = float((spec or {}).get("timeout", 1.0))
+    try:
+        if kind == "none":
+            return True, "no path check"
+        if kind == "command":
+            argv = spec["command"]
+            if isinstance(argv, str):
+                argv = shlex.split(argv)
+            argv = [a.format(peer=peer, local=local, nic=nic) for a in argv]
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=timeout, check=False)
+            return r.returncode == 0, "command exit %d" % r.returncode
+        if kind == "tcp":
+            fam = socket.AF_INET6 if ":" in peer else socket.AF_INET
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            try:
+                s.settimeout(timeout)
+                s.bind((local, 0))
+                s.connect((peer, int(spec.get("port", 179))))
+            finally:
+                s.close()
+            return True, "tcp connect ok"
+        if kind == "route":
+            owner = None
+            for link in _ip_json(["addr", "show"]):
+                for a in link.get("addr_info", []):
+                    if a.get("local") == local:
+                        owner = link
+            if owner is None:
+                return False, "local address %s is not configured" % local
+            dev = owner["ifname"]
+            flags = owner.get("flags", [])
+            if "UP" not in flags or "NO-CARRIER" in flags or "LOWER_UP" not in flags:
+                return False, "interface %s is down (%s)" % (dev, ",".join(flags))
+            routes = _ip_json(["route", "get", peer, "from", local])
+            if not routes:
+                return False, "no route to %s" % peer
+            rdev = routes[0].get("dev")
+            if rdev != dev:
+                return False, "route to %s from %s leaves via %s, not %s" % (peer, local, rdev, dev)
+            gw = routes[0].get("gateway", peer)
+            neigh = _ip_json(["neigh", "show", "to", gw, "dev", dev])
+            for n in neigh:
+                if "FAILED" in n.get("state", []):
+                    return False, "neighbour %s on %s is FAILED" % (gw, dev)
+            return True, "route via %s" % dev
+        return False, "unknown path check type %r" % kind
+    except subprocess.TimeoutExpired:
+        return False, "timed out"
+    except (OSError, ValueError, KeyError) as exc:
+        return False, "%s: %s" % (type(exc).__name__, exc)
+
+
+# --------------------------------------------------------------------------------------------
+# The process
+# --------------------------------------------------------------------------------------------
+def _parent_config_path():
+    """The configuration file ExaBGP (our parent) was started with: ``... server CONF``."""
+    try:
+        with open("/proc/%d/cmdline" % os.getppid(), "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return None
+    cands = [a for a in argv[1:] if not a.startswith("-") and os.path.isfile(a)
+             and not a.endswith((".py", "exabgp"))]
+    return cands[-1] if cands else None
+
+
+def _atomic_write(path, text, mode=0o644):
+    if not path:
+        return
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+class Helper(object):
+    def __init__(self, cfg, out=sys.stdout, inp=sys.stdin, log=sys.stderr):
+        self.cfg = cfg
+        self.out = out
+        self.inp = inp
+        self.logf = log
+        self.instance = cfg.get("instance", "vipinjector")
+        self.alloc = Allocation(cfg["allocation"], cfg["sessions"])
+        h = cfg.get("health") or {}
+        p = cfg.get("path_check") or {}
+        self.core = HelperCore(self.alloc, rise=h.get("rise", 2), fall=h.get("fall", 3),
+                               path_rise=p.get("rise", 2), path_fall=p.get("fall", 2))
+        self.interval = float(h.get("interval", 1.0))
+        self.path_interval = float(p.get("interval", self.interval))
+        self.drain_files = list(cfg.get("drain_files") or [])
+        self.drain_poll = float(cfg.get("drain_poll", min(0.1, self.interval)))
+        self.events = queue.Queue()
+        self.acks = {"done": 0, "error": 0}
+        self.pending = 0
+        self.stop = threading.Event()
+        self.exabgp_gone = False
+
+    def log(self, msg):
+        try:
+            self.logf.write("vipinjector[%s]: %s\n" % (self.instance, msg))
+            self.logf.flush()
+        except (OSError, ValueError):
+            pass
+
+    # --- ExaBGP -> helper
+    def reader(self):
+        for raw in self.inp:
+            line = raw.strip()
+            if not line:
+                continue
+            self.events.put(("line", line))
+        self.events.put(("eof", None))
+
+    def handle_line(self, line):
+        low = line.lower()
+        if low == "done" or low.startswith('{ "answer": "done"'):
+            self.acks["done"] += 1
+            self.pending = max(0, self.pending - 1)
+            return
+        if low == "error" or low.startswith('{ "answer": "error"'):
+            self.acks["error"] += 1
+            self.pending = max(0, self.pending - 1)
+            self.log("ExaBGP answered error to a command")
+            return
+        if low.startswith("shutdown") or low.startswith('{ "answer": "shutdown"'):
+            self.log("ExaBGP is shutting down")
+            self.exabgp_gone = True
+            self.stop.set()
+            return
+        peer, state = None, None
+        if line.startswith("{"):
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                return
+            if msg.get("type") == "state":
+                n = msg.get("neighbor", {})
+                peer = n.get("address", {}).get("peer")
+                state = n.get("state")
+        else:
+            m = re.match(r"^neighbor (\S+) (up|down|connected)\b", line)
+            if m:
+                peer, state = m.group(1), m.group(2)
+        if peer and state:
+            try:
+                pa = _addr(peer)
+            except ValueError:
+                return
+            self.core.session_event(pa, state)
+            self.log("session %s %s" % (peer, state))
+            if state == "up" and self.core.refused:
+                self.send(self.core.refused_withdraws_for(pa))
+
+    # --- helper -> ExaBGP
+    def send(self, cmds):
+        for c in cmds:
+            try:
+                self.alloc.check(c)
+            except GuardError as exc:
+                self.core.refusals += 1
+                self.log("guard: %s" % exc)
+                continue
+            try:
+                self.out.write(c + "\n")
+                self.out.flush()
+                self.pending += 1
+            except (OSError, ValueError):
+                self.exabgp_gone = True
+                self.stop.set()
+                return
+            self.log(c)
+
+    def write_status(self):
+        st = self.core.status()
+        st["instance"] = self.instance
+        st["acks"] = dict(self.acks)
+        st["pid"] = os.getpid()
+        try:
+            _atomic_write(self.cfg.get("status_file"), json.dumps(st, indent=1, sort_keys=True) + "\n")
+            if self.cfg.get("metrics_file"):
+                _atomic_write(self.cfg["metrics_file"], prometheus_text(st, self.instance))
+        except OSError as exc:
+            self.log("cannot write status: %s" % exc)
+
+    def drained(self):
+        return any(os.path.exists(p) for p in self.drain_files)
+
+    def guard_config(self):
+        if not self.cfg.get("guard_config", True):
+            return
+        path = self.cfg.get("exabgp_config") or _parent_config_path()
+        if not path:
+            self.log("guard: cannot find the ExaBGP configuration to scan; refusing to announce")
+            self.core.set_refused([{"kind": "unknown-config", "value": "",
+                                    "message": "ExaBGP configuration not found"}])
+            return
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as exc:
+            self.core.set_refused([{"kind": "unreadable-config", "value": path, "message": str(exc)}])
+            return
+        findings = scan_exabgp_config(text, self.alloc)
+        if findings:
+            for fnd in findings:
+                self.log("guard: REFUSED %s" % fnd["message"])
+            self.core.set_refused(findings)
+
+    def check_task_ip_local(self):
+        if not self.cfg.get("require_local_task_ip", False):
+            return
+        try:
+            local = set()
+            for link in _ip_json(["addr", "show"]):
+                for a in link.get("addr_info", []):
+                    local.add(a.get("local"))
+        except (OSError, ValueError) as exc:
+            self.log("cannot list local addresses: %s" % exc)
+            return
+        missing = [str(p.network_address) for p in self.alloc.prefixes if str(p.network_address) not in local]
+        if missing:
+            self.core.set_refused(self.core.refused + [{
+                "kind": "task-ip-not-local", "value": ",".join(missing),
+                "message": "task IP(s) %s are not configured in this namespace: refusing to "
+                           "announce an address this workload does not hold" % ", ".join(missing)}])
+
+    def run(self):
+        signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop.set())
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        self.guard_config()
+        self.check_task_ip_local()
+        t = threading.Thread(target=self.reader, name="exabgp-reader", daemon=True)
+        t.start()
+        health_spec = self.cfg.get("health") or {}
+        path_spec = self.cfg.get("path_check") or {}
+        next_health = 0.0
+        next_path = 0.0
+        next_drain = 0.0
+        self.write_status()
+        while not self.stop.is_set():
+            now = time.monotonic()
+            dirty = False
+            if now >= next_drain:
+                d = self.drained()
+                if d != self.core.drained:
+                    self.core.drained = d
+                    self.log("drain file %s" % ("present" if d else "removed"))
+                    dirty = True
+                next_drain = now + self.drain_poll
+            if now >= next_health:
+                ok, detail = probe_health(health_spec)
+                if self.core.health.feed(ok, detail):
+                    self.log("health %s (%s)" % ("up" if ok else "down", detail))
+                    dirty = True
+                next_health = time.monotonic() + self.interval
+            if now >= next_path:
+                for peer, sess in self.alloc.sessions.items():
+                    ok, detail = probe_path(path_spec, {"peer": peer, "local": sess["local"], "nic": sess["nic"]})
+                    if self.core.paths[peer].feed(ok, detail):
+                        self.log("path nic%s (%s) %s: %s" % (sess["nic"], peer, "up" if ok else "down", detail))
+                        dirty = True
+                next_path = time.monotonic() + self.path_interval
+            cmds = self.core.reconcile()
+            if cmds:
+                self.send(cmds)
+                dirty = True
+            if dirty:
+                self.write_status()
+            timeout = max(0.0, min(next_drain, next_health, next_path) - time.monotonic())
+            try:
+                kind, line = self.events.get(timeout=timeout)
+            except queue.Empty:
+                continue
+            while True:
+                if kind == "eof":
+                    self.exabgp_gone = True
+                    self.stop.set()
+                    break
+                before = dict(self.core.session_state)
+                self.handle_line(line)
+                if before != self.core.session_state:
+                    dirty = True
+                try:
+                    kind, line = self.events.get_nowait()
+                except queue.Empty:
+                    break
+            cmds = self.core.reconcile()
+            if cmds:
+                self.send(cmds)
+            if dirty or cmds:
+                self.write_status()
+        # Stopping: withdraw everything we announced (ExaBGP may already be gone).
+        self.core.stopping = True
+        if not self.exabgp_gone:
+            self.send(self.core.reconcile())
+            deadline = time.monotonic() + 0.5
+            while self.pending and time.monotonic() < deadline:
+                try:
+                    kind, line = self.events.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if kind == "eof":
+                    break
+                self.handle_line(line)
+        else:
+            for peer in self.core.announced:
+                self.core.announced[peer] = set()
+        self.write_status()
+        return 0
+
+
+def check_config_main(helper_cfg, exabgp_conf):
+    """``--check-config``: the guard run before ExaBGP starts (systemd ExecStartPre)."""
+    alloc = Allocation(helper_cfg["allocation"], helper_cfg["sessions"])
+    with open(exabgp_conf) as f:
+        findings = scan_exabgp_config(f.read(), alloc)
+    for fnd in findings:
+        sys.stderr.write("vipinjector guard: REFUSED %s\n" % fnd["message"])
+    return 1 if findings else 0
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(description="VipInjector ExaBGP process-API helper")
+    ap.add_argument("--config", required=True, help="helper JSON configuration")
+    ap.add_argument("--check-config", metavar="EXABGP_CONF",
+                    help="only run the guard over an ExaBGP configuration and exit 0 (clean) or 1")
+    args = ap.parse_args(argv)
+    with open(args.config) as f:
+        cfg = json.load(f)
+    if args.check_config:
+        try:
+            return check_config_main(cfg, args.check_config)
+        except (GuardError, OSError) as exc:
+            sys.stderr.write("vipinjector guard: %s\n" % exc)
+            return 1
+    return Helper(cfg).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
