@@ -1,0 +1,215 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+"""Desired host datapath, derived from the planner's host_data (pure, no I/O).
+
+The spec is a plain dict (JSON-serialisable) so it can be stored in the state file and read back
+by the NIC watcher. Everything the datapath core creates is named here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from ..errors import MultinicError
+
+# Link-local gateways seen by every workload on every veth (lab notes: the simpler variant).
+GW6 = "fe80::1"
+GW4 = "169.254.1.1"
+# Policy routing (both modes): per host-side veth, first the main table without its default
+# route, then the NIC's own table.
+RULE_PREF_MAIN = 1100
+RULE_PREF_NIC = 1101
+TABLE_BASE = 1100
+METRIC_OWN = 10
+METRIC_FALLBACK = 20
+
+# Global sysctls (design section 4), persisted in /etc/sysctl.d and applied.
+HOST_SYSCTLS = (
+    ("net.ipv4.ip_forward", "1"),
+    ("net.ipv6.conf.all.forwarding", "1"),
+    ("net.ipv4.fib_multipath_hash_policy", "1"),
+    ("net.ipv6.fib_multipath_hash_policy", "1"),
+    ("net.ipv4.fib_multipath_use_neigh", "1"),
+    ("net.ipv4.conf.all.ignore_routes_with_linkdown", "1"),
+    ("net.ipv4.conf.default.ignore_routes_with_linkdown", "1"),
+    ("net.ipv6.conf.all.ignore_routes_with_linkdown", "1"),
+    ("net.ipv6.conf.default.ignore_routes_with_linkdown", "1"),
+    ("net.ipv6.conf.all.keep_addr_on_down", "1"),
+    ("net.ipv6.conf.default.keep_addr_on_down", "1"),
+    ("net.ipv4.conf.all.rp_filter", "2"),
+    ("net.ipv4.conf.default.rp_filter", "2"),
+    ("net.ipv4.conf.all.arp_ignore", "1"),
+    ("net.ipv4.conf.all.arp_announce", "2"),
+    ("net.ipv6.conf.all.proxy_ndp", "1"),
+    ("net.ipv4.neigh.default.proxy_delay", "0"),
+    ("net.ipv6.neigh.default.proxy_delay", "0"),
+)
+
+# Per-NIC sysctls (applied, recorded, restored; not persisted: interface names are not stable
+# at early boot, the watcher re-applies them).
+NIC_SYSCTLS = (
+    ("net.ipv6.conf.{nic}.proxy_ndp", "1"),
+    ("net.ipv4.neigh.{nic}.proxy_delay", "0"),
+    ("net.ipv6.neigh.{nic}.proxy_delay", "0"),
+    ("net.ipv6.conf.{nic}.ignore_routes_with_linkdown", "1"),
+    ("net.ipv4.conf.{nic}.ignore_routes_with_linkdown", "1"),
+)
+
+# Host end of each veth (gone with the veth, never restored).
+VETH_SYSCTLS = (
+    ("net.ipv4.conf.{veth}.proxy_arp", "1"),
+    ("net.ipv4.neigh.{veth}.proxy_delay", "0"),
+    ("net.ipv6.conf.{veth}.keep_addr_on_down", "1"),
+    ("net.ipv4.conf.{veth}.rp_filter", "2"),
+)
+
+# Inside every workload namespace.
+NETNS_SYSCTLS = (
+    ("net.ipv4.fib_multipath_hash_policy", "1"),
+    ("net.ipv6.fib_multipath_hash_policy", "1"),
+    ("net.ipv6.conf.all.keep_addr_on_down", "1"),
+    ("net.ipv6.conf.default.keep_addr_on_down", "1"),
+    ("net.ipv6.conf.all.accept_dad", "0"),
+    ("net.ipv6.conf.default.accept_dad", "0"),
+    ("net.ipv4.conf.all.rp_filter", "2"),
+    ("net.ipv4.conf.default.rp_filter", "2"),
+)
+
+IFNAMSIZ = 15
+
+
+class DatapathInputError(MultinicError):
+    """The plan or the options cannot describe a datapath for this host. Nothing was changed."""
+
+
+def veth_name(slot, nic_name):
+    return "ms%d-%s" % (slot, nic_name)
+
+
+def _addr(block, family, field, path):
+    if not isinstance(block, dict):
+        raise DatapathInputError("%s: expected a mapping with ipv6/ipv4 keys, got %r. Fix: pass the "
+                                 "planner's host_data (multinic_host) unchanged." % (path, block))
+    value = block.get(family)
+    if value is None:
+        return None
+    try:
+        if "/" in str(value):
+            ipaddress.ip_network(value, strict=False)
+        else:
+            ipaddress.ip_address(value)
+    except ValueError:
+        raise DatapathInputError("%s.%s: %r is not an %s address. Fix: re-run the planner; do not "
+                                 "edit multinic_host by hand." % (path, family, value, field))
+    return str(value)
+
+
+def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pref=RULE_PREF_MAIN):
+    """Turn the planner's host_data into the datapath spec.
+
+    netns_names: optional {slot_number: netns_name} override (tests run several simulated hosts
+    in one machine namespace and need unique names); production uses the plan's names.
+    """
+    if not host or not isinstance(host, dict):
+        raise DatapathInputError("multinic_host: the plan has no entry for this host (got %r). Fix: add "
+                                 "the host to the topology file and re-plan, or run the role only on "
+                                 "hosts of group gpu_hosts." % (host,))
+    for key in ("name", "nics", "slots"):
+        if key not in host:
+            raise DatapathInputError("multinic_host.%s: missing from the plan entry of %r. Fix: pass the "
+                                     "planner's host_data unchanged." % (key, host.get("name")))
+    nics = []
+    families = set()
+    for i, nic in enumerate(host["nics"]):
+        path = "multinic_host.nics[%d]" % i
+        name = nic.get("name")
+        if not name or not isinstance(name, str):
+            raise DatapathInputError("%s.name: missing NIC name (value %r). Fix: name every NIC in the "
+                                     "topology file." % (path, name))
+        if len(veth_name(99, name)) > IFNAMSIZ:
+            raise DatapathInputError("%s.name: %r is too long for the veth name %r (max %d characters). "
+                                     "Fix: use NIC names of at most 9 characters." %
+                                     (path, name, veth_name(99, name), IFNAMSIZ))
+        entry = {"index": int(nic.get("index", i)), "name": name}
+        for fam in ("ipv4", "ipv6"):
+            addr = _addr(nic.get("address", {}), fam, "address", path + ".address")
+            gw = _addr(nic.get("gateway", {}), fam, "gateway", path + ".gateway")
+            sub = _addr(nic.get("subnet", {}), fam, "subnet", path + ".subnet")
+            if addr and gw and sub:
+                families.add(fam)
+                entry[fam] = {"address": addr, "gateway": gw,
+                              "prefixlen": ipaddress.ip_network(sub).prefixlen}
+        nics.append(entry)
+    if not nics:
+        raise DatapathInputError("multinic_host.nics: %r has no NICs in the plan. Fix: set nics >= 1 in "
+                                 "the topology file." % host["name"])
+    if [n["index"] for n in nics] != list(range(len(nics))):
+        raise DatapathInputError("multinic_host.nics: indexes %r are not 0..%d in order. Fix: pass the "
+                                 "planner's host_data unchanged." % ([n["index"] for n in nics],
+                                                                      len(nics) - 1))
+    slots = []
+    for i, slot in enumerate(host["slots"]):
+        path = "multinic_host.slots[%d]" % i
+        num = int(slot["slot"])
+        netns = (netns_names or {}).get(num) or slot.get("netns") or ("mn-slot%d" % num)
+        entry = {"slot": num, "netns": netns, "nics": []}
+        for fam in ("ipv4", "ipv6"):
+            tip = _addr(slot.get("task_ip", {}), fam, "task IP", path + ".task_ip")
+            if tip and fam in families:
+                entry["task_" + fam] = tip
+        by_index = dict((int(n["index"]), n) for n in slot.get("nics", []))
+        if sorted(by_index) != [n["index"] for n in nics]:
+            raise DatapathInputError("%s.nics: slot %d has addresses for NICs %r but the host has NICs "
+                                     "%r. Fix: re-plan." % (path, num, sorted(by_index),
+                                                            [n["index"] for n in nics]))
+        for nic in nics:
+            sn = by_index[nic["index"]]
+            v = {"index": nic["index"], "ifname": nic["name"], "veth": veth_name(num, nic["name"])}
+            for fam in ("ipv4", "ipv6"):
+                a = _addr(sn.get("address", {}), fam, "address", "%s.nics[%d].address" % (path, nic["index"]))
+                if a and fam in nic:
+                    v[fam] = a
+            entry["nics"].append(v)
+        slots.append(entry)
+    return {
+        "host": host["name"],
+        "ebpf": bool(ebpf),
+        "families": sorted(families),
+        "nics": nics,
+        "slots": slots,
+        "table_base": int(table_base),
+        "rule_pref": int(rule_pref),
+        "gw4": GW4,
+        "gw6": GW6,
+    }
+
+
+def nic_pattern(spec):
+    """Default regex for 'NICs found on the host': the plan's NIC name stem plus digits."""
+    stems = sorted(set(re.sub(r"\d+$", "", n["name"]) for n in spec["nics"]))
+    return "^(%s)\\d+$" % "|".join(re.escape(s) for s in stems)
+
+
+def check_nics(spec, links, pattern=None):
+    """Compare the plan's NICs with the links found. links: list of interface names.
+
+    Returns None or raises DatapathInputError naming what differs.
+    """
+    names = [n["name"] for n in spec["nics"]]
+    missing = [n for n in names if n not in links]
+    if missing:
+        raise DatapathInputError(
+            "multinic_host.nics: NIC(s) %s of the plan not found on host %s (found: %s). Fix: check the "
+            "NIC names in the topology file or the host's interface naming." %
+            (", ".join(missing), spec["host"], ", ".join(sorted(links)) or "none"))
+    rx = re.compile(pattern or nic_pattern(spec))
+    found = sorted(link for link in links if rx.match(link))
+    if len(found) != len(names):
+        raise DatapathInputError(
+            "multinic_host.nic_count: the plan has %d NICs for host %s but %d matching %r were found "
+            "(%s). Fix: correct 'nics' of this host in the topology file, or set "
+            "host_datapath_nic_pattern to match only the fabric NICs." %
+            (len(names), spec["host"], len(found), rx.pattern, ", ".join(found)))
+    return None

@@ -1,0 +1,288 @@
+# -*- coding: utf-8 -*-
+"""Namespace harness for the host datapath (prefix mnd): a ToR, a storage node and simulated hosts.
+
+Layout (all in network namespaces created here, removed in close()):
+  storage (mnd-<rid>-sto) -- ToR (mnd-<rid>-tor) == host NICs (mnd-<rid>-h<id>, eth0..ethN-1)
+The ToR has static ECMP routes for every task IP over the container NIC addresses (what BGP would
+install), resolved through the host's proxy ND/ARP; hash policy 1 (L4). Addresses come from the
+lab plan (fd00::/8, 198.18.0.0/15). The datapath core runs inside the host namespace through
+core_cli.py; bpffs, state dir and sysctl file are per-host under /tmp/mnd-<rid>/.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "../../.."))
+sys.path.insert(0, os.path.join(ROOT, ".build"))
+
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bpf as bpfmod  # noqa: E402
+
+PY = os.path.join(ROOT, ".venv/bin/python")
+BPF_SRC = os.path.join(ROOT, "roles/host_datapath/files/bpf/multinic_datapath.c")
+WATCHER = os.path.join(ROOT, "roles/host_datapath/files/netscale-multinic-watcher.py")
+STO6, STO4 = "fd00:5::10", "198.19.5.10"
+TOR_STO6, TOR_STO4 = "fd00:5::1", "198.19.5.1"
+
+
+def sh(cmd, check=True, **kw):
+    p = subprocess.run(cmd, shell=isinstance(cmd, str), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, **kw)
+    if check and p.returncode != 0:
+        raise RuntimeError("%s failed: %s" % (cmd, p.stderr.strip()))
+    return p
+
+
+def lab_plan():
+    with open(os.path.join(ROOT, "inventories/lab/fabric.yml")) as f:
+        topo = load_topology(yaml.safe_load(f))
+    plan = FabricPlan(topo).allocate()
+    return dict((h.name, plan.host_data(h)) for h in topo.hosts)
+
+
+class Host(object):
+    def __init__(self, fab, name, data, idx):
+        self.fab = fab
+        self.name = name
+        self.data = data
+        self.ns = "%s-h%d" % (fab.prefix, idx)
+        self.tag = "h%d" % idx
+        self.dir = os.path.join(fab.dir, self.tag)
+        self.bpffs = os.path.join(self.dir, "bpffs")
+        self.netns_names = dict((s["slot"], "%s-h%ds%d" % (fab.prefix, idx, s["slot"])) for s in data["slots"])
+        self.watcher = None
+
+    @property
+    def nics(self):
+        return [n["name"] for n in self.data["nics"]]
+
+    def tor_port(self, k):
+        return "%s-%d" % (self.tag, k)
+
+    def options(self, **kw):
+        o = {"state_dir": os.path.join(self.dir, "state"), "sysctl_file": os.path.join(self.dir, "sysctl.conf"),
+             "bpffs_root": self.bpffs, "bpf_object": self.fab.obj}
+        o.update(kw)
+        return o
+
+    def core(self, action="apply", ebpf=True, host=None, check=True, **opts):
+        req = {"host": self.data if host is None else host, "netns_names": self.netns_names, "ebpf": ebpf,
+               "options": self.options(**opts), "action": action}
+        path = os.path.join(self.dir, "req.json")
+        with open(path, "w") as f:
+            json.dump(req, f)
+        p = sh(["nsenter", "--net=/run/netns/" + self.ns, PY, os.path.join(HERE, "core_cli.py"), path], check=False)
+        try:
+            out = json.loads(p.stdout)
+        except ValueError:
+            raise RuntimeError("core_cli failed: %s %s" % (p.stdout, p.stderr))
+        if check and "error" in out:
+            raise RuntimeError(out["error"])
+        return out
+
+    def slot_ns(self, slot=1):
+        return self.netns_names[slot]
+
+    def task_ip(self, fam, slot=1):
+        return self.data["slots"][slot - 1]["task_ip"][fam]
+
+    def nic_bytes(self, direction="tx"):
+        out = {}
+        for l in json.loads(sh(["ip", "-n", self.ns, "-j", "-s", "link", "show"]).stdout):
+            if l["ifname"] in self.nics:
+                out[l["ifname"]] = l["stats64"][direction]["bytes"]
+        return out
+
+    def nstat_forward(self):
+        p = sh(["nsenter", "--net=/run/netns/" + self.ns, "nstat", "-a", "-z", "-j",
+                "IpForwDatagrams", "Ip6OutForwDatagrams"])
+        d = json.loads(p.stdout)["kernel"]
+        return d.get("IpForwDatagrams", 0) + d.get("Ip6OutForwDatagrams", 0)
+
+    def bpf_stats(self):
+        b = bpfmod.Bpf(bpfmod_runner(), self.bpffs)
+        return b.stats()
+
+    def start_watcher(self):
+        rt = os.path.join(self.dir, "state", "runtime.json")
+        log = open(os.path.join(self.dir, "watcher.log"), "a")
+        self.watcher = subprocess.Popen(["nsenter", "--net=/run/netns/" + self.ns, PY, WATCHER, "--runtime", rt],
+                                        stdout=log, stderr=subprocess.STDOUT)
+        time.sleep(0.5)
+
+    def stop_watcher(self):
+        if self.watcher and self.watcher.poll() is None:
+            self.watcher.terminate()
+            try:
+                self.watcher.wait(3)
+            except subprocess.TimeoutExpired:
+                self.watcher.kill()
+        self.watcher = None
+
+
+def bpfmod_runner():
+    from ansible_collections.netscale.multinic.plugins.module_utils.datapath import run
+    return run.Runner()
+
+
+class Fabric(object):
+    """hosts: list of lab host names to simulate (e.g. ["lab-r1-h1", "lab-r1-h2"])."""
+
+    def __init__(self, hosts=("lab-r1-h1", "lab-r1-h2"), tbf="200mbit", preassign=("lab-r1-h2",)):
+        self.rid = uuid.uuid4().hex[:4]
+        self.prefix = "mnd-%s" % self.rid
+        self.dir = "/tmp/%s" % self.prefix
+        self.tor = self.prefix + "-tor"
+        self.sto = self.prefix + "-sto"
+        self.procs = []
+        self.mounts = []
+        self.namespaces = []
+        plan = lab_plan()
+        self.hosts = [Host(self, n, plan[n], i + 1) for i, n in enumerate(hosts)]
+        os.makedirs(self.dir)
+        try:
+            self.obj = os.path.join(self.dir, "multinic_datapath.o")
+            bpfmod.build_object(BPF_SRC, self.obj)
+            self._build(tbf, preassign)
+        except Exception:
+            self.close()
+            raise
+
+    def _ns(self, name):
+        sh(["ip", "netns", "add", name])
+        self.namespaces.append(name)
+        sh(["ip", "-n", name, "link", "set", "lo", "up"])
+        sysctl(name, {"net.ipv6.conf.all.keep_addr_on_down": 1, "net.ipv6.conf.default.keep_addr_on_down": 1,
+                      "net.ipv6.conf.all.accept_dad": 0, "net.ipv6.conf.default.accept_dad": 0})
+
+    def _build(self, tbf, preassign):
+        self._ns(self.tor)
+        self._ns(self.sto)
+        sysctl(self.tor, {"net.ipv4.ip_forward": 1, "net.ipv6.conf.all.forwarding": 1,
+                          "net.ipv4.fib_multipath_hash_policy": 1, "net.ipv6.fib_multipath_hash_policy": 1,
+                          "net.ipv4.conf.all.ignore_routes_with_linkdown": 1,
+                          "net.ipv6.conf.all.ignore_routes_with_linkdown": 1,
+                          "net.ipv4.conf.default.ignore_routes_with_linkdown": 1,
+                          "net.ipv6.conf.default.ignore_routes_with_linkdown": 1,
+                          "net.ipv4.fib_multipath_use_neigh": 1})
+        sh(["ip", "link", "add", "sto0", "netns", self.sto, "type", "veth", "peer", "name", "sto", "netns", self.tor])
+        ipn(self.sto, "addr add %s/64 dev sto0 nodad" % STO6)
+        ipn(self.sto, "addr add %s/24 dev sto0" % STO4)
+        ipn(self.tor, "addr add %s/64 dev sto nodad" % TOR_STO6)
+        ipn(self.tor, "addr add %s/24 dev sto" % TOR_STO4)
+        ipn(self.sto, "link set sto0 up")
+        ipn(self.tor, "link set sto up")
+        ipn(self.sto, "route add default via %s" % TOR_STO4)
+        ipn(self.sto, "-6 route add default via %s" % TOR_STO6)
+        for h in self.hosts:
+            os.makedirs(os.path.join(h.dir, "state"))
+            os.makedirs(h.bpffs)
+            sh(["mount", "-t", "bpf", "bpf", h.bpffs])
+            self.mounts.append(h.bpffs)
+            self._ns(h.ns)
+            for k, nic in enumerate(h.data["nics"]):
+                port = h.tor_port(k)
+                sh(["ip", "link", "add", nic["name"], "netns", h.ns, "type", "veth", "peer", "name", port,
+                    "netns", self.tor])
+                ipn(self.tor, "addr add %s/%s dev %s" % (nic["gateway"]["ipv4"], nic["subnet"]["ipv4"].split("/")[1], port))
+                ipn(self.tor, "addr add %s/64 dev %s nodad" % (nic["gateway"]["ipv6"], port))
+                ipn(self.tor, "link set %s up" % port)
+                ipn(h.ns, "link set %s up" % nic["name"])
+                if h.name in preassign:
+                    ipn(h.ns, "addr add %s/%s dev %s" % (nic["address"]["ipv4"], nic["subnet"]["ipv4"].split("/")[1], nic["name"]))
+                    ipn(h.ns, "addr add %s/64 dev %s nodad" % (nic["address"]["ipv6"], nic["name"]))
+                if tbf:
+                    for ns, dev in ((h.ns, nic["name"]), (self.tor, port)):
+                        ipn(ns, "-- tc qdisc add dev %s root tbf rate %s burst 256kb latency 20ms" % (dev, tbf))
+            self.tor_routes(h)
+
+    def tor_routes(self, h, skip=()):
+        """Static ECMP task-IP routes on the ToR (what BGP installs), minus NIC indexes in skip."""
+        for s in h.data["slots"]:
+            for fam, f in (("ipv4", "-4"), ("ipv6", "-6")):
+                nhs = " ".join("nexthop via %s dev %s" % (sn["address"][fam], h.tor_port(sn["index"]))
+                               for sn in s["nics"] if sn["index"] not in skip)
+                ipn(self.tor, "%s route replace %s %s" % (f, s["task_ip"][fam], nhs))
+
+    def host(self, name):
+        return [h for h in self.hosts if h.name == name][0]
+
+    def spawn(self, ns, argv, **kw):
+        p = subprocess.Popen(["nsenter", "--net=/run/netns/" + ns] + argv, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, universal_newlines=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def iperf_server(self, ns, port):
+        p = self.spawn(ns, ["iperf3", "-s", "-p", str(port), "-1"])
+        time.sleep(0.3)
+        return p
+
+    def close(self):
+        for h in self.hosts:
+            h.stop_watcher()
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for h in self.hosts:
+            for ns in h.netns_names.values():
+                if os.path.exists("/run/netns/" + ns):
+                    sh(["ip", "netns", "del", ns], check=False)
+        for ns in reversed(self.namespaces):
+            sh(["ip", "netns", "del", ns], check=False)
+        for m in self.mounts:
+            sh(["umount", m], check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def ipn(ns, args):
+    argv = ["ip", "-n", ns] + args.split()
+    if args.startswith("-- tc"):
+        argv = ["tc", "-n", ns] + args.split()[2:]
+    sh(argv)
+
+
+def sysctl(ns, kv):
+    sh(["nsenter", "--net=/run/netns/" + ns, "sysctl", "-q", "-w"] + ["%s=%s" % (k, v) for k, v in kv.items()])
+
+
+def iperf_json(out):
+    return json.loads(out)
+
+
+def max_stall(result):
+    """Longest run (seconds) of consecutive zero-byte intervals of any stream, from iperf3 --json."""
+    worst = 0.0
+    runs = {}
+    for iv in result.get("intervals", []):
+        for s in iv["streams"]:
+            sid = s["socket"]
+            if s["bytes"] == 0:
+                runs[sid] = runs.get(sid, 0.0) + s["seconds"]
+                worst = max(worst, runs[sid])
+            else:
+                runs[sid] = 0.0
+    return worst
+
+
+def shares(before, after):
+    d = dict((k, after[k] - before.get(k, 0)) for k in after)
+    tot = float(sum(d.values())) or 1.0
+    return dict((k, v / tot) for k, v in d.items()), sum(d.values())
+
+
+def jain(values):
+    values = list(values)
+    s = sum(values)
+    q = sum(v * v for v in values)
+    return (s * s) / (len(values) * q) if q else 0.0
