@@ -212,6 +212,19 @@ class Lab(object):
             self.state.add(type="dir", path=path)
         os.makedirs(path, exist_ok=True)
 
+    @property
+    def state_file(self):
+        return os.path.join(self.sdir, "state.json")
+
+    def leftovers(self):
+        """Objects with this fabric's names that exist although no state file lists them."""
+        out = [netns_name(n) for n, _k in self.spec.node_list() if _netns_exists(netns_name(n))]
+        if os.path.isdir(self.cg_dir()):
+            out.append(self.cg_dir())
+        if os.path.isdir(self.sdir):
+            out.append(self.sdir)
+        return out
+
     # ------------------------------------------------------------------ status
     def status(self):
         """(healthy: bool, reasons: list, state dict or None)."""
@@ -533,9 +546,10 @@ class Lab(object):
         if self.state is None:
             self.state = State(self.fabric, self.state_root, load(self.fabric, self.state_root))
         self.state.add(type="process", name="%s/%s" % (node, daemon), pid=pid, started=start_time(pid), node=node)
-        daemons = dict(self.state.data["nodes"][node].get("daemons", {}))
-        daemons[daemon] = pid
-        self.state.set_node(node, daemons=daemons)
+        with self.state.lock:
+            daemons = dict(self.state.data["nodes"][node].get("daemons", {}))
+            daemons[daemon] = pid
+            self.state.set_node(node, daemons=daemons)
         return pid
 
     def vtysh(self, node, args, check=True, timeout=60):
@@ -655,6 +669,11 @@ class Lab(object):
             _rmtree(self.sdir)
             if data is not None:
                 removed.append("dir %s" % self.sdir)
+        for d in (self.state_root, os.path.dirname(self.state_root)):
+            try:  # shared parents: only when nothing else lives there
+                os.rmdir(d)
+            except OSError:
+                break
         self.timings["teardown"] = round(time.monotonic() - t0, 2)
         return {"changed": bool(data is not None or removed), "removed": removed, "timings": self.timings}
 

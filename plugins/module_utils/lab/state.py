@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 STATE_ROOT = "/run/netscale-multinic/lab"
 
@@ -50,8 +51,13 @@ class State(object):
         self.dir = state_dir(fabric, root)
         self.path = state_file(fabric, root)
         self.data = data or {"fabric": fabric, "status": "building", "nodes": {}, "resources": []}
+        self.lock = threading.RLock()  # FRR nodes start in parallel threads
 
     def save(self):
+        with self.lock:
+            self._save()
+
+    def _save(self):
         os.makedirs(self.dir, exist_ok=True)
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -61,17 +67,20 @@ class State(object):
 
     def add(self, **resource):
         """Record one created object (before it can be leaked: callers record right after creating)."""
-        self.data["resources"].append(resource)
-        self.save()
+        with self.lock:
+            self.data["resources"].append(resource)
+            self.save()
         return resource
 
     def set_node(self, name, **fields):
-        self.data["nodes"].setdefault(name, {}).update(fields)
-        self.save()
+        with self.lock:
+            self.data["nodes"].setdefault(name, {}).update(fields)
+            self.save()
 
     def set(self, **fields):
-        self.data.update(fields)
-        self.save()
+        with self.lock:
+            self.data.update(fields)
+            self.save()
 
     def remove_file(self):
         for p in (self.path, self.path + ".tmp"):

@@ -1,0 +1,37 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+"""Open a lab from its topology file (shared by the lab modules, tests and benchmarks)."""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.engine import Lab, LabSpec
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
+from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+
+
+def load_yaml(path):
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+        raise LabError("PyYAML is needed to read %s" % path)
+    try:
+        with open(path) as f:
+            return yaml.safe_load(f)
+    except OSError as e:
+        raise LabError("topology: cannot read %s (%s); pass the path of the fabric file, e.g. "
+                       "inventories/lab/fabric.yml" % (path, e.strerror))
+
+
+def open_lab(topology, state_root=STATE_ROOT, **kw):
+    path = os.path.abspath(topology)
+    topo = load_topology(load_yaml(path), path)
+    if not topo.lab:
+        raise LabError("topology %s has no 'lab' section (value: None); a lab needs "
+                       "lab: {storage: {name: ..., ipv6: ..., ipv4: ...}}" % path)
+    plan = FabricPlan(topo).allocate()
+    return Lab(LabSpec(topo, plan, path, tor_config_dir=kw.pop("tor_config_dir", None)), state_root=state_root, **kw)

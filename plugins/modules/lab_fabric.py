@@ -1,0 +1,187 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: lab_fabric
+short_description: Build or tear down the netscale.multinic fabric lab on this machine
+version_added: 0.1.0
+author:
+  - netscale network engineering
+description:
+  - Builds the embedded fabric lab from a topology file with a C(lab) section, using the planner's
+    addresses; nothing is hard-coded.
+  - A spine and one ToR per rack run FRR (zebra, staticd, bgpd, bfdd) in their own network, mount and UTS
+    namespaces with private C(/etc/frr) and C(/var/run/frr), so C(vtysh) and C(frr-reload.py) work there
+    with their default paths. Spine-ToR eBGP runs over the planned uplink addresses.
+  - Every GPU host boots systemd as PID 1 in its own pid, mount, UTS, network, IPC and cgroup namespaces
+    on an overlay of a cached debootstrap image (rebuilt only when its package list changes). Its NICs are
+    veth pairs to its ToR, named and addressed as planned.
+  - A storage node behind the spine serves traffic tests.
+  - Everything created is journaled in C(<state_root>/<fabric>/state.json) as it is created;
+    O(state=absent) removes all of it (processes by PID, links, namespaces, cgroups, files), and a
+    build that fails midway removes what it made before failing.
+  - A second build of a healthy lab changes nothing. A lab whose processes died, or whose topology or
+    templates changed, is torn down and rebuilt.
+options:
+  state:
+    description: C(present) builds the lab (or leaves a healthy one alone), C(absent) tears it down.
+    type: str
+    choices: [present, absent]
+    default: present
+  topology:
+    description: Path of the fabric topology file (with a C(lab) section).
+    type: path
+    required: true
+  state_root:
+    description: Directory of the lab state files (the inventory plugin reads the same place).
+    type: path
+    default: /run/netscale-multinic/lab
+  tor_config_dir:
+    description:
+      - Directory with rendered ToR configs named C(<tor name>.cfg). When a ToR's file exists it is used
+        instead of the built-in placeholder (announce the rack aggregate only).
+    type: path
+  host_default_route:
+    description: Give each GPU host an ECMP default route over all its NIC gateways (as provisioning would).
+    type: bool
+    default: true
+  bgp_timeout:
+    description: Seconds to wait for every spine-ToR session to be Established and routes to converge.
+    type: float
+    default: 60
+  fail_at:
+    description:
+      - Testing aid. Make the build fail at this step (after the previous steps ran) to exercise the
+        rollback. Same as the environment variable C(NETSCALE_LAB_FAIL_AT).
+    type: str
+    choices: [image, nodes, hosts, links, frr, bgp, ready]
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether the lab would be built, rebuilt (and why) or torn down; changes nothing.
+  diff_mode:
+    support: full
+    description: Shows the lab status before and after.
+  platform:
+    platforms: posix
+notes:
+  - Runs on the machine that hosts the lab, as root (use C(connection=local)).
+  - Needs frr, iproute2, util-linux (unshare, nsenter), debootstrap, nftables and iperf3
+    (C(scripts/setup.sh) installs them) and a cgroup v2 hierarchy.
+  - Kernel objects carry the prefix C(mnl-) (namespaces C(mnl-<node>)), cgroups live under
+    C(<cgroup2 mount>/mnl/<fabric>/<node>).
+seealso:
+  - module: netscale.multinic.lab_link
+  - module: netscale.multinic.lab_daemon
+  - module: netscale.multinic.lab_probe
+"""
+
+EXAMPLES = r"""
+- name: Build the lab
+  netscale.multinic.lab_fabric:
+    topology: "{{ playbook_dir }}/../inventories/lab/fabric.yml"
+
+- name: Tear it down
+  netscale.multinic.lab_fabric:
+    topology: "{{ playbook_dir }}/../inventories/lab/fabric.yml"
+    state: absent
+"""
+
+RETURN = r"""
+state_file:
+  description: Path of the lab state file.
+  returned: always
+  type: str
+  sample: /run/netscale-multinic/lab/lab/state.json
+nodes:
+  description: Lab nodes by inventory name; C(pid) is the PID to nsenter, C(kind) one of gpu_host, tor, spine, storage.
+  returned: when state=present
+  type: dict
+  sample: {"lab-r1-h1": {"pid": 4242, "kind": "gpu_host", "netns": "mnl-lab-r1-h1"}}
+reasons:
+  description: Why the lab was (or would be) rebuilt.
+  returned: when state=present and the lab was not healthy
+  type: list
+  elements: str
+removed:
+  description: What teardown removed.
+  returned: when something was torn down
+  type: list
+  elements: str
+timings:
+  description: Seconds per build step (image, boxes, hosts, links, frr, bgp, build) or teardown.
+  returned: when something was done
+  type: dict
+log:
+  description: Progress messages of the engine.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            topology=dict(type="path", required=True),
+            state_root=dict(type="path", default="/run/netscale-multinic/lab"),
+            tor_config_dir=dict(type="path"),
+            host_default_route=dict(type="bool", default=True),
+            bgp_timeout=dict(type="float", default=60.0),
+            fail_at=dict(type="str", choices=["image", "nodes", "hosts", "links", "frr", "bgp", "ready"]),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        lab = open_lab(p["topology"], state_root=p["state_root"], tor_config_dir=p["tor_config_dir"],
+                       fail_at=p["fail_at"], host_default_route=p["host_default_route"],
+                       bgp_timeout=p["bgp_timeout"])
+    except Exception as e:
+        module.fail_json(msg=str(e))
+    healthy, reasons, data = lab.status()
+    before = "absent\n" if data is None else ("healthy\n" if healthy else "unhealthy: %s\n" % "; ".join(reasons))
+    result = dict(changed=False, state_file=lab.state_file, log=lab.log_lines)
+    if p["state"] == "present":
+        if healthy:
+            result.update(nodes=data["nodes"])
+            module.exit_json(**result)
+        result.update(changed=True, reasons=reasons)
+        if module.check_mode:
+            result["diff"] = dict(before=before, after="healthy\n")
+            module.exit_json(**result)
+        try:
+            out = lab.build()
+        except Exception as e:
+            module.fail_json(msg=str(e), log=lab.log_lines, exception=traceback.format_exc())
+        result.update(out)
+    else:
+        if data is None and not lab.leftovers():
+            module.exit_json(**result)
+        result["changed"] = True
+        if module.check_mode:
+            result["diff"] = dict(before=before, after="absent\n")
+            module.exit_json(**result)
+        try:
+            out = lab.teardown()
+        except Exception as e:
+            module.fail_json(msg=str(e), log=lab.log_lines, exception=traceback.format_exc())
+        result.update(out)
+        result["changed"] = True
+    result["diff"] = dict(before=before, after="healthy\n" if p["state"] == "present" else "absent\n")
+    result["log"] = lab.log_lines
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
