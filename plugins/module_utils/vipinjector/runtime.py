@@ -380,8 +380,9 @@ class HelperCore(object):
         if peer not in self.session_state:
             return
         self.session_state[peer] = state
-        if state in ("up", "down"):
-            # Up: ExaBGP replays its RIB, re-send anyway. Down: the ToR dropped our routes.
+        if state == "up":
+            # ExaBGP keeps API routes per neighbor and replays them on establishment; the
+            # helper re-sends its wanted state anyway (a duplicate announce is harmless).
             self.announced[peer] = set()
 
     def wanted(self, peer):
@@ -555,8 +556,15 @@ def probe_health(spec, timeout_default=1.0):
         return False, "%s: %s" % (type(exc).__name__, exc)
 
 
+def _ip_bin():
+    for cand in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"):
+        if os.access(cand, os.X_OK):
+            return cand
+    return "ip"
+
+
 def _ip_json(args, timeout=2.0):
-    r = subprocess.run(["ip", "-j"] + args, stdin=subprocess.DEVNULL, capture_output=True,
+    r = subprocess.run([_ip_bin(), "-j"] + args, stdin=subprocess.DEVNULL, capture_output=True,
                        timeout=timeout, check=False, text=True)
     if r.returncode != 0:
         raise OSError("ip %s: %s" % (" ".join(args), r.stderr.strip() or r.returncode))

@@ -1,0 +1,361 @@
+# -*- coding: utf-8 -*-
+"""A small live harness for the VipInjector (prefix ``mnv``).
+
+One ToR network namespace running FRR (zebra + bgpd, own run dir) and one container namespace
+per task slot, joined by one veth pair per NIC (the host in between is left out: the BGP
+sessions and the ToR's ECMP group are what the sidecar is about). Addresses come from the lab
+plan (``inventories/lab/fabric.yml``, fd00::/8 and 198.18.0.0/15 only). ExaBGP runs with the
+rendered configuration as user ``nobody`` with no capabilities (like the systemd unit), and the
+helper from ``plugins/module_utils/vipinjector/runtime.py``.
+
+Everything created carries the ``mnv`` prefix and is removed by ``Harness.close()`` (processes
+by recorded PID, namespaces, temp dir), also when a test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, ".build"))
+
+from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render  # noqa: E402
+
+VENV = os.path.join(REPO, ".venv")
+HELPER_SRC = os.path.join(REPO, "plugins", "module_utils", "vipinjector", "runtime.py")
+FRR = "/usr/lib/frr"
+
+
+def sh(cmd, check=True, **kw):
+    r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True, **kw)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s -> %d: %s %s" % (cmd, r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def lab_plan():
+    topo = load_topology(yaml.safe_load(open(os.path.join(REPO, "inventories", "lab", "fabric.yml"))))
+    return topo, FabricPlan(topo).allocate()
+
+
+def lab_host(name="lab-r1-h2"):
+    topo, plan = lab_plan()
+    for h in topo.hosts:
+        if h.name == name:
+            return plan.host_data(h)
+    raise KeyError(name)
+
+
+class Harness(object):
+    def __init__(self, host="lab-r1-h2", slots=(1,), ttl_mode="gtsm", md5=None, tag=None):
+        self.host = lab_host(host)
+        self.slots = list(slots)
+        self.ttl_mode = ttl_mode  # gtsm | multihop | none
+        self.md5 = md5
+        self.tag = tag or ("%x" % (os.getpid() & 0xFFFF))
+        self.tor = "mnv-%s-tor" % self.tag
+        self.ns = dict((s, "mnv-%s-s%d" % (self.tag, s)) for s in self.slots)
+        self.tmp = tempfile.mkdtemp(prefix="mnv-%s-" % self.tag)
+        os.chmod(self.tmp, 0o755)
+        self.frr_dir = os.path.join(self.tmp, "frr")
+        self.pids = []  # FRR daemons (pidfiles)
+        self.procs = {}  # slot -> Popen (ExaBGP)
+        self.models = {}
+        self.nobody = pwd.getpwnam("nobody")
+        self.n = int(self.host["nic_count"])
+
+    # ---------------------------------------------------------------- topology
+    def build(self):
+        sh(["ip", "netns", "add", self.tor])
+        for ns in self.ns.values():
+            sh(["ip", "netns", "add", ns])
+        for ns in [self.tor] + list(self.ns.values()):
+            for k, v in (("net.ipv6.conf.all.keep_addr_on_down", 1),
+                         ("net.ipv6.conf.default.keep_addr_on_down", 1),
+                         ("net.ipv4.fib_multipath_hash_policy", 1),
+                         ("net.ipv6.fib_multipath_hash_policy", 1)):
+                sh(["ip", "netns", "exec", ns, "sysctl", "-qw", "%s=%s" % (k, v)])
+            sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+        sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
+        for nic in self.host["nics"]:
+            k = nic["index"]
+            t = "t%d" % k
+            sh(["ip", "-n", self.tor, "link", "add", t, "type", "bridge"])
+            sh(["ip", "-n", self.tor, "addr", "add", "%s/%s" % (nic["gateway"]["ipv4"], nic["subnet"]["ipv4"].split("/")[1]), "dev", t])
+            sh(["ip", "-n", self.tor, "addr", "add", "%s/64" % nic["gateway"]["ipv6"], "dev", t, "nodad"])
+            sh(["ip", "-n", self.tor, "link", "set", t, "up"])
+        for s, ns in self.ns.items():
+            sd = [x for x in self.host["slots"] if x["slot"] == s][0]
+            for nic in self.host["nics"]:
+                k = nic["index"]
+                a = [x for x in sd["nics"] if x["index"] == k][0]["address"]
+                tn, cn = "mnv%s%dk%d" % (self.tag[-4:], s, k), "eth%d" % k
+                sh(["ip", "link", "add", tn, "type", "veth", "peer", "name", cn, "netns", ns])
+                sh(["ip", "link", "set", tn, "netns", self.tor])
+                sh(["ip", "-n", self.tor, "link", "set", tn, "master", "t%d" % k, "up"])
+                plen4 = nic["subnet"]["ipv4"].split("/")[1]
+                sh(["ip", "-n", ns, "addr", "add", "%s/%s" % (a["ipv4"], plen4), "dev", cn])
+                sh(["ip", "-n", ns, "addr", "add", "%s/64" % a["ipv6"], "dev", cn, "nodad"])
+                sh(["ip", "-n", ns, "link", "set", cn, "up"])
+            sh(["ip", "-n", ns, "addr", "add", "%s/32" % sd["task_ip"]["ipv4"], "dev", "lo"])
+            sh(["ip", "-n", ns, "addr", "add", "%s/128" % sd["task_ip"]["ipv6"], "dev", "lo", "nodad"])
+
+    def tor_port(self, slot, k):
+        return "mnv%s%dk%d" % (self.tag[-4:], slot, k)
+
+    # ---------------------------------------------------------------- FRR
+    def frr_config(self):
+        h = self.host
+        lines = ["frr defaults traditional", "hostname %s" % self.tor, "log stdout warnings", "!",
+                 "router bgp %d" % h["tor_asn"],
+                 " bgp router-id 198.19.0.1",
+                 " no bgp ebgp-requires-policy",
+                 " no bgp network import-check",
+                 " bgp bestpath as-path multipath-relax",
+                 " timers bgp 3 9",
+                 " neighbor HOST peer-group",
+                 " neighbor HOST remote-as %d" % h["asn"]]
+        soft = ["  neighbor HOST soft-reconfiguration inbound"]
+        if self.ttl_mode == "gtsm":
+            lines.append(" neighbor HOST ttl-security hops 2")
+        elif self.ttl_mode == "multihop":
+            lines.append(" neighbor HOST ebgp-multihop 2")
+        if self.md5:
+            lines.append(" neighbor HOST password %s" % self.md5)
+        for s in self.slots:
+            sd = [x for x in h["slots"] if x["slot"] == s][0]
+            for a in sd["nics"]:
+                lines.append(" neighbor %s peer-group HOST" % a["address"]["ipv6"])
+        for fam, plen in (("ipv4", 32), ("ipv6", 128)):
+            lines += [" address-family %s unicast" % fam, "  maximum-paths 8",
+                      "  neighbor HOST activate",
+                      soft[0],
+                      "  neighbor HOST prefix-list HOST-IN-%s in" % fam,
+                      "  neighbor HOST maximum-prefix %d" % (2 * len(h["slots"])),
+                      " exit-address-family"]
+        lines.append("!")
+        for fam, plen in (("ipv4", 32), ("ipv6", 128)):
+            kw = "ip" if fam == "ipv4" else "ipv6"
+            for i, p in enumerate(h["task_ip_prefixes"][fam]):
+                lines.append("%s prefix-list HOST-IN-%s seq %d permit %s ge %d" % (kw, fam, 10 + i, p, plen))
+        lines.append("!")
+        return "\n".join(lines) + "\n"
+
+    def start_frr(self, bgpd_conf=None):
+        os.makedirs(self.frr_dir, exist_ok=True)
+        frr = pwd.getpwnam("frr")
+        os.chown(self.frr_dir, frr.pw_uid, frr.pw_gid)
+        z = os.path.join(self.frr_dir, "zebra.conf")
+        b = os.path.join(self.frr_dir, "bgpd.conf")
+        with open(z, "w") as f:
+            f.write("hostname %s\nno zebra nexthop kernel enable\n" % self.tor)
+        with open(b, "w") as f:
+            f.write(bgpd_conf or self.frr_config())
+        for p in (z, b):
+            os.chown(p, frr.pw_uid, frr.pw_gid)
+        common = ["--vty_socket", self.frr_dir, "-z", os.path.join(self.frr_dir, "zserv.api")]
+        for d, conf in (("zebra", z), ("bgpd", b)):
+            pidf = os.path.join(self.frr_dir, "%s.pid" % d)
+            sh(["ip", "netns", "exec", self.tor, os.path.join(FRR, d), "-d", "-f", conf, "-i", pidf] + common
+               + (["-p", "179"] if d == "bgpd" else []))
+            for _ in range(100):
+                if os.path.exists(pidf):
+                    break
+                time.sleep(0.02)
+            self.pids.append(pidf)
+            if d == "zebra":
+                for _ in range(100):
+                    if os.path.exists(os.path.join(self.frr_dir, "zserv.api")):
+                        break
+                    time.sleep(0.02)
+
+        # wait until bgpd listens (ExaBGP connects out; a refused first attempt costs a retry)
+        for _ in range(250):
+            r = sh(["ip", "netns", "exec", self.tor, "ss", "-Hltn", "sport", "= :179"], check=False)
+            if r.stdout.strip():
+                break
+            time.sleep(0.02)
+
+    def vtysh(self, cmd, js=True):
+        r = sh(["vtysh", "--vty_socket", self.frr_dir, "-c", cmd])
+        return json.loads(r.stdout) if js else r.stdout
+
+    # ---------------------------------------------------------------- ExaBGP
+    def instance_options(self, slot, **over):
+        inst = os.path.join(self.tmp, "inst")
+        if not os.path.exists(inst):
+            os.makedirs(os.path.join(inst, "venv", "bin"))
+            os.makedirs(os.path.join(inst, "bin"))
+            os.symlink("/usr/bin/python3", os.path.join(inst, "venv", "bin", "python3"))
+            shutil.copy(HELPER_SRC, os.path.join(inst, "bin", "vipinjector-helper"))
+            os.chmod(os.path.join(inst, "bin", "vipinjector-helper"), 0o755)
+        opts = {
+            "install_dir": inst,
+            "config_dir": os.path.join(self.tmp, "etc"),
+            "runtime_dir": os.path.join(self.tmp, "run"),
+            "outgoing_ttl": 255 if self.ttl_mode == "gtsm" else None,
+            "md5_password": self.md5,
+            "health": {"type": "command", "command": ["/bin/sh", "-c", "test ! -e %s"
+                                                      % self.sick_file(slot)],
+                       "interval": 0.2, "rise": 1, "fall": 1},
+            "path_check": {"type": "route", "interval": 0.2, "rise": 1, "fall": 1},
+        }
+        opts.update(over)
+        return opts
+
+    def sick_file(self, slot):
+        return os.path.join(self.tmp, "sick-slot%d" % slot)
+
+    def drain_file(self, slot):
+        return os.path.join(self.tmp, "run", "slot%d.drain" % slot)
+
+    def status(self, slot):
+        with open(os.path.join(self.tmp, "run", "slot%d" % slot, "status.json")) as f:
+            return json.load(f)
+
+    def write_instance(self, slot, conf_edit=None, **over):
+        r = render.render_instance(self.host, slot, self.instance_options(slot, **over))
+        m = r["model"]
+        p = m["paths"]
+        os.makedirs(p["config_dir"], exist_ok=True)
+        os.makedirs(p["runtime_dir"], exist_ok=True)
+        os.chown(p["runtime_dir"], self.nobody.pw_uid, self.nobody.pw_gid)
+        os.chmod(os.path.dirname(p["runtime_dir"]), 0o755)
+        conf = r["files"]["exabgp.conf"]
+        if conf_edit:
+            conf = conf_edit(conf)
+        for name, text in (("exabgp.conf", conf), ("exabgp.env", r["files"]["exabgp.env"]),
+                           ("helper.json", r["files"]["helper.json"])):
+            with open(os.path.join(p["config_dir"], name), "w") as f:
+                f.write(text)
+        self.models[slot] = m
+        return m
+
+    def env(self, slot):
+        m = self.models[slot]
+        e = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8"}
+        with open(m["paths"]["exabgp_env"]) as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    k, v = line.split("=", 1)
+                    e[k] = v
+        return e
+
+    def start_exabgp(self, slot, log=None):
+        m = self.models[slot]
+        logf = open(log or os.path.join(self.tmp, "exabgp-slot%d.log" % slot), "ab")
+        cmd = ["nsenter", "--net=/run/netns/%s" % self.ns[slot], "setpriv", "--reuid=nobody",
+               "--regid=%d" % self.nobody.pw_gid, "--clear-groups", "--inh-caps=-all",
+               "--bounding-set=-all", "--no-new-privs",
+               os.path.join(VENV, "bin", "exabgp"), "server", m["paths"]["exabgp_conf"]]
+        p = subprocess.Popen(cmd, env=self.env(slot), stdout=logf, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        self.procs[slot] = p
+        return p
+
+    def stop_exabgp(self, slot, sig=signal.SIGTERM, wait=5):
+        p = self.procs.get(slot)
+        if not p or p.poll() is not None:
+            return None
+        os.kill(p.pid, sig)
+        try:
+            return p.wait(wait)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            return p.wait(5)
+
+    def log(self, slot):
+        try:
+            with open(os.path.join(self.tmp, "exabgp-slot%d.log" % slot), "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    # ---------------------------------------------------------------- observation
+    def task_ip(self, slot, fam="ipv4"):
+        return [x for x in self.host["slots"] if x["slot"] == slot][0]["task_ip"][fam]
+
+    def fib_nexthops(self, address):
+        fam = "-6" if ":" in address else "-4"
+        plen = 128 if ":" in address else 32
+        r = sh(["ip", "-n", self.tor, "-j", fam, "route", "show", "%s/%d" % (address, plen), "proto", "bgp"],
+               check=False)
+        try:
+            routes = json.loads(r.stdout or "[]")
+        except ValueError:
+            return []
+        out = []
+        for rt in routes:
+            if "nexthops" in rt:
+                out += [nh.get("gateway") for nh in rt["nexthops"]]
+            elif rt.get("gateway"):
+                out.append(rt["gateway"])
+        return out
+
+    def received_routes(self, peer, fam="ipv4"):
+        """Pre-policy routes the ToR received from one session (soft-reconfiguration inbound)."""
+        try:
+            js = self.vtysh("show bgp %s unicast neighbors %s received-routes json" % (fam, peer))
+        except (RuntimeError, ValueError):
+            return []
+        return sorted((js.get("receivedRoutes") or {}).keys())
+
+    def session_states(self):
+        js = self.vtysh("show bgp neighbors json")
+        return dict((k, v.get("bgpState")) for k, v in js.items())
+
+    def settle(self, seconds=1.0):
+        """Let fresh links finish IPv6 link-local set-up (a ToR is up long before a sidecar)."""
+        time.sleep(seconds)
+
+    def wait_width(self, address, width, timeout=15.0, poll=0.005):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if len(self.fib_nexthops(address)) == width:
+                return time.monotonic() - t0
+            time.sleep(poll)
+        raise AssertionError("%s: FIB width %d (want %d) after %.1fs; nexthops %s"
+                             % (address, len(self.fib_nexthops(address)), width, timeout,
+                                self.fib_nexthops(address)))
+
+    # ---------------------------------------------------------------- cleanup
+    def close(self):
+        for slot in list(self.procs):
+            try:
+                self.stop_exabgp(slot, signal.SIGKILL)
+            except (OSError, RuntimeError):
+                pass
+        for pidf in self.pids:
+            try:
+                with open(pidf) as f:
+                    pid = int(f.read().strip())
+                os.kill(pid, signal.SIGTERM)
+                for _ in range(100):
+                    os.kill(pid, 0)
+                    time.sleep(0.02)
+                os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        for ns in list(self.ns.values()) + [self.tor]:
+            sh(["ip", "netns", "del", ns], check=False)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
