@@ -48,6 +48,29 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "$want" > "$stamp"
 fi
 
+# ansible-test sanity wants its own exact tool versions (pylint, yamllint, ...): a separate venv
+# with ansible-core and ansible-test's pinned sanity requirements.
+sanity="$here/.cache/sanity-venv"
+reqdir="$venv/lib/python3.11/site-packages/ansible_test/_data/requirements"
+[ -d "$reqdir" ] || reqdir=$("$venv/bin/python" -c 'import ansible_test,os;print(os.path.join(os.path.dirname(ansible_test.__file__),"_data","requirements"))')
+core=$(grep '^ansible-core==' requirements.txt)
+sanity_reqs=()
+for t in validate-modules pylint pep8 yamllint import import.plugin ansible-doc changelog runtime-metadata integration-aliases; do
+  sanity_reqs+=(-r "$reqdir/sanity.$t.txt")
+done
+want_sanity=$( (echo "$core"; cat "$reqdir"/sanity.*.txt) | sha256sum | cut -d' ' -f1)
+if [ ! -x "$sanity/bin/ansible-test" ] || [ "$(cat "$sanity/.stamp" 2>/dev/null)" != "$want_sanity" ]; then
+  echo "setup: creating sanity virtualenv $sanity"
+  rm -rf "$sanity"
+  python3 -m venv "$sanity"
+  "$sanity/bin/pip" install -q "$core" "${sanity_reqs[@]}"
+  echo "$want_sanity" > "$sanity/.stamp"
+fi
+# ansible-test bootstraps pip in its per-test venvs from a host that is not reachable from CI;
+# it uses a cached bootstrap script when present (see scripts/get-pip-standin.py).
+mkdir -p "$HOME/.ansible/test/cache"
+cp "$here/scripts/get-pip-standin.py" "$HOME/.ansible/test/cache/get_pip_24_2.py"
+
 # Ansible resolves netscale.multinic through .build/ansible_collections (see ansible.cfg).
 mkdir -p .build/ansible_collections/netscale
 ln -sfn "$here" .build/ansible_collections/netscale/multinic

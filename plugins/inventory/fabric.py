@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -8,7 +8,7 @@ name: fabric
 short_description: Hosts and groups from a netscale.multinic fabric topology file
 version_added: 0.1.0
 author:
-  - netscale network engineering
+  - netscale network engineering (@netscale)
 description:
   - Reads a fabric topology file (the single source of truth of region, buildings, AI zones, racks,
     ToRs, spines and GPU hosts), validates it and plans its addresses.

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Inventory view of a fabric plan: groups and host variables, computed once for the whole fabric.
 
 The inventory plugin is a thin wrapper around :func:`build_inventory`; keeping the logic here
@@ -86,8 +86,8 @@ def build_inventory(topo, topology_file, state_dir=LAB_STATE_DIR, plan=None):
         rack_data = plan.rack_data(rack)
         tor = rack_data["tor"]
         pgroup = view.add_group(group_name("platform", tor["platform"]))
-        view.add_host(tor["name"], ["tors", rgroup, pgroup], dict(common, multinic_rack=rack_data,
-                                                                 multinic_platform=tor["platform"]))
+        tor_vars = dict(common, multinic_rack=rack_data, multinic_platform=tor["platform"])
+        view.add_host(tor["name"], ["tors", rgroup, pgroup], tor_vars)
         for host in rack_data["hosts"]:
             ngroup = view.add_group("nics_%d" % host["nic_count"])
             view.add_host(host["name"], ["gpu_hosts", rgroup, ngroup], dict(common, multinic_host=host))
@@ -98,8 +98,8 @@ def build_inventory(topo, topology_file, state_dir=LAB_STATE_DIR, plan=None):
         zgroup = view.add_group(group_name("zone", zone.name), bgroup)
         data = plan.spine_data(spine)
         pgroup = view.add_group(group_name("platform", data["platform"]))
-        view.add_host(spine.name, ["spines", zgroup, pgroup], dict(common, multinic_spine=data,
-                                                                  multinic_platform=data["platform"]))
+        spine_vars = dict(common, multinic_spine=data, multinic_platform=data["platform"])
+        view.add_host(spine.name, ["spines", zgroup, pgroup], spine_vars)
 
     storage = topo.lab.get("storage") if isinstance(topo.lab, dict) else None
     if isinstance(storage, dict) and storage.get("name"):

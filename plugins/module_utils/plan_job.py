@@ -1,12 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Validate, plan and write: the whole ``plan`` stage as one call (used by the action plugin,
 the command line and the benchmarks)."""
 
 from __future__ import annotations
 
-import yaml
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core on every controller
+    HAS_YAML = False
 
 from ansible_collections.netscale.multinic.plugins.module_utils.plan_store import write_plan
 from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan

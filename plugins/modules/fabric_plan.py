@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Documentation only: the work is done by the action plugin of the same name on the controller.
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ module: fabric_plan
 short_description: Validate a fabric topology, plan its addresses and write them under intended/
 version_added: 0.1.0
 author:
-  - netscale network engineering
+  - netscale network engineering (@netscale)
 description:
   - Runs on the controller. Validates the topology file (every problem reported with its path in the
     file, the value and a fix), computes the hierarchical dual-stack plan (region > building > AI zone
@@ -42,7 +42,9 @@ attributes:
     support: full
     description: Shows the before and after text of changed plan files (first 20).
   platform:
+    support: full
     platforms: posix
+    description: Runs on the controller (action plugin); targets are not contacted.
 notes:
   - Needs the python library netaddr on the controller.
 """

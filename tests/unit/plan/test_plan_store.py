@@ -104,17 +104,19 @@ def test_failure_while_writing_leaves_previous_plan_intact(tmp_path, monkeypatch
     data["buildings"][0]["zones"][0]["racks"][0]["hosts"].append({"id": 3, "name": "h4", "nics": 2})
     data["buildings"][0]["zones"][0]["racks"].append({"id": 3, "name": "r3", "hosts": []})
     calls = {"n": 0}
-    real_fsync = os.fsync
+    real_chmod = os.chmod
 
-    def failing_fsync(fd):
+    def failing_chmod(path, mode):
+        # The second staged file fails (as a full disk would), after the first was staged.
         calls["n"] += 1
         if calls["n"] == 2:
             raise OSError(28, "No space left on device")
-        return real_fsync(fd)
+        return real_chmod(path, mode)
 
-    monkeypatch.setattr(plan_store.os, "fsync", failing_fsync)
+    monkeypatch.setattr(plan_store.os, "chmod", failing_chmod)
     with pytest.raises(OSError):
         run_plan(_write(tmp_path, data), dest)
+    assert calls["n"] == 2
     assert _snapshot(dest) == snap, "a failed write must leave every previous file, and no temp file"
 
 
@@ -134,3 +136,16 @@ def test_incremental_rack_replan(tmp_path):
     data["buildings"][0]["zones"][0]["racks"].append({"id": 4, "name": "r4", "hosts": [{"id": 2, "name": "h7", "nics": 4}]})
     full = run_plan(_write(tmp_path, data), dest)
     assert "plan/racks/r4.yml" not in full["written"] and full["renumbered"] == []
+
+
+def test_yaml_emitter_round_trips_plan_data():
+    from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
+    from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+
+    topo = load_topology(small(), "t")
+    plan = FabricPlan(topo)
+    for data in [plan.rack_data(r) for r in topo.racks] + [plan.spine_data(s) for s in topo.spines] + [plan.summary()]:
+        assert yaml.safe_load(plan_store.dump_yaml(data)) == data
+    odd = {"a": [], "b": {}, "c": [[1, 2], [], {"x": None, "y": True}], "d": "fd00::", "e": "key: value",
+           "f": ["- x", "#c", "'q'", '"dq"'], "3": 3, "g h": 1.5}
+    assert yaml.safe_load(plan_store.dump_yaml(odd)) == odd

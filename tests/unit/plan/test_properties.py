@@ -2,7 +2,6 @@
 no two allocations overlap, every child lies in its parent, and adding, removing or reordering
 entities changes no existing allocation."""
 import ipaddress
-import random
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
