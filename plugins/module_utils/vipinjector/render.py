@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Render one VipInjector instance (one task slot) from the planner's host data.
 
 Pure Python, no Ansible imports. ``render_instance(host_data, slot, options)`` returns the three

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """VipInjector process-API helper: ExaBGP runs this file as its ``process``.
 
 One self-contained file, standard library only: the ``vipinjector`` role copies it to the host
