@@ -154,6 +154,16 @@ class Harness(object):
         lines.append("!")
         return "\n".join(lines) + "\n"
 
+    def policy_config(self):
+        """The ToR-policy agent's rendered FRR config for this host's rack (tor_policy.py), with
+        the interface section left out (the harness addresses the ports itself)."""
+        from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
+        topo, plan = lab_plan()
+        tor = self.host["tor"]
+        keys = {self.host["name"]: self.md5} if self.md5 else {}
+        out = tor_policy.build_fabric_configs(plan, {"render_interfaces": False}, keys, devices=[tor])
+        return out[tor]["text"]
+
     def start_frr(self, bgpd_conf=None):
         os.makedirs(self.frr_dir, exist_ok=True)
         frr = pwd.getpwnam("frr")

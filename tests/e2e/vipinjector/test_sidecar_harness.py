@@ -180,3 +180,44 @@ def test_md5_sessions_and_key_never_logged(hx):
     time.sleep(3)
     assert hx.fib_nexthops(v4) == []
     assert all(s != "Established" for s in hx.session_states().values())
+
+
+@pytest.fixture
+def hx_policy(request):
+    """The harness ToR running the ToR-policy renderer's FRR config for rack lab-r1."""
+    h = Harness(tag="p%x" % (abs(hash(request.node.name)) & 0xFFF), md5="mnv-policy-key")
+    request.addfinalizer(h.close)
+    h.build()
+    h.start_frr(bgpd_conf=h.policy_config())
+    h.settle()
+    return h
+
+
+def test_with_tor_policy_config_width_and_foreign_prefix_refused_by_tor(hx_policy):
+    hx = hx_policy
+    v4, v6, _ = _up(hx)
+    assert len(hx.fib_nexthops(v4)) == 4 and len(hx.fib_nexthops(v6)) == 4
+    # Defence in depth: even with the helper's config guard switched off (a tampered helper
+    # config), the ToR's per-host prefix-list refuses another host's task IP.
+    foreign = _other_host_task_ip()
+    hx.stop_exabgp(1)
+    hx.wait_width(v4, 0, timeout=5)
+
+    def edit(conf):
+        return conf.replace("    inherit vipinjector;\n",
+                            "    inherit vipinjector;\n    static {\n        route %s/32 next-hop self;\n    }\n"
+                            % foreign, 1)
+
+    m = hx.write_instance(1, conf_edit=edit)
+    import json as _json
+    hc = _json.load(open(m["paths"]["helper_json"]))
+    hc["guard_config"] = False
+    with open(m["paths"]["helper_json"], "w") as f:
+        _json.dump(hc, f)
+    hx.start_exabgp(1)
+    hx.wait_width(v4, 4, timeout=15)
+    peer0 = hx.host["slots"][0]["nics"][0]["address"]["ipv6"]
+    assert _wait(lambda: ("%s/32" % foreign) in hx.received_routes(peer0), 10) is not None
+    assert hx.fib_nexthops(foreign) == []
+    best = hx.vtysh("show bgp ipv4 unicast %s/32 json" % foreign)
+    assert not best.get("paths"), best
