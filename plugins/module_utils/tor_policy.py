@@ -42,6 +42,13 @@ PLATFORMS = {
         "ecmp_hash": "sysctl",
         "max_ecmp": 256,
         "static_blackhole": "blackhole",
+        # FRR 8.4.4, measured: a peer-group's graceful-restart-disable does not reach its members
+        # (they stay "Helper*"); the per-neighbor form works.
+        "gr_per_peer_group": False,
+        # FRR 8.4.4, measured: "maximum-prefix ... force" together with soft-reconfiguration inbound
+        # counts the Adj-RIB-In of every peer of the family (the 11th of 12 one-route sessions
+        # tripped a limit of 10); without soft-reconfiguration it counts per peer as documented.
+        "max_prefix_force_with_adj_rib_in": False,
         "live": True,
     },
     "sonic": {
@@ -55,6 +62,8 @@ PLATFORMS = {
         "ecmp_hash": "asic-default",
         "max_ecmp": 128,
         "static_blackhole": "blackhole",
+        "gr_per_peer_group": False,
+        "max_prefix_force_with_adj_rib_in": False,
         "live": False,
     },
     "eos": {
@@ -63,7 +72,10 @@ PLATFORMS = {
         "gtsm": True,
         "multihop": True,
         "bfd_profiles": False,
-        "max_prefix_force": False,
+        # maximum-routes counts routes received before inbound policy.
+        "max_prefix_force": True,
+        "max_prefix_force_with_adj_rib_in": True,
+        "gr_per_peer_group": True,
         "ipv4_nlri_over_ipv6_session": True,
         "ecmp_hash": "load-sharing",
         # Trident-family syntax; Jericho (7280R) platforms hash on L4 ports by default. Override
@@ -73,6 +85,8 @@ PLATFORMS = {
         ],
         "max_ecmp": 128,
         "static_blackhole": "Null0",
+        # EOS port names (Ethernet<n>) come from the cabling plan: routing policy only.
+        "render_interfaces": False,
         "live": False,
     },
 }
@@ -95,13 +109,17 @@ DEFAULT_OPTIONS = {
     "passive": True,
     # ipv6: IPv4 NLRI (with IPv4 next hops) rides the IPv6 session; ipv4: separate IPv4 sessions.
     "ipv4_transport": "ipv6",
-    # maximum-prefix per session and family: null = task_slot_count + headroom, counted before
-    # policy (force) where the platform can, so a flood trips even though the filter rejects it.
+    # maximum-prefix per session and family. null = auto: when the platform counts routes before
+    # policy (FRR "force", EOS maximum-routes) task_slot_count + headroom, so a flood of rejected
+    # routes trips it; when it counts accepted routes only (FRR with adj_rib_in), task_slot_count,
+    # the most the host's prefix-list can ever accept (a guard against a broken filter).
     "maximum_prefix": None,
     "maximum_prefix_headroom": 8,
     "maximum_prefix_threshold": 75,
     "maximum_prefix_restart_minutes": 5,
     # Keep the Adj-RIB-In so rejected announcements are visible and counted (received - accepted).
+    # On FRR 8.4 this disables counting before policy (see capabilities): false = flood-proof
+    # profile (rejected routes are dropped and a flood tears the session down).
     "adj_rib_in": True,
     "host_communities": ["no-export", "no-advertise"],
     # Interfaces (addresses of the ToR ports, uplinks, loopback) in the rendered config.
@@ -311,6 +329,8 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
     v4_over_v6 = opts["ipv4_transport"] == "ipv6" and "ipv6" in families
     rack_prefix = dict(rack["prefix"])
     mp_headroom = opts["maximum_prefix_headroom"]
+    counts_received = caps["max_prefix_force"] and (
+        not opts["adj_rib_in"] or caps["max_prefix_force_with_adj_rib_in"])
 
     host_groups = []
     neighbor_count = 0
@@ -323,7 +343,8 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
             pl = "PL-TASK-%s-%s" % (hname, fam.upper())
             prefix_lists[fam] = {"name": pl, "entries": _pl_entries(h["task_ip_prefixes"][fam], bits)}
             route_maps_in[fam] = "RM-HOST-%s-%s-IN" % (hname, fam.upper())
-        limit = opts["maximum_prefix"] or (h["task_slot_count"] + mp_headroom)
+        limit = opts["maximum_prefix"] or (
+            h["task_slot_count"] + mp_headroom if counts_received else h["task_slot_count"])
         # Session transports: which neighbor addresses exist and which families each carries.
         transports = []
         if "ipv6" in families:
@@ -372,7 +393,7 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
                             "description": "%s %s" % (up["spine"], up["interface"])})
 
     interfaces = []
-    if opts["render_interfaces"]:
+    if opts["render_interfaces"] and caps.get("render_interfaces", True):
         lo = tor.get("loopback") or {}
         interfaces.append({"name": "lo", "description": "loopback",
                            "addresses": [("%s/%d" % (lo[f], 32 if f == "ipv4" else 128), f) for f in families if f in lo]})
@@ -429,7 +450,8 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
             "graceful_restart_hosts": False,
             "maximum_prefix_threshold": opts["maximum_prefix_threshold"],
             "maximum_prefix_restart_minutes": opts["maximum_prefix_restart_minutes"],
-            "maximum_prefix_force": caps["max_prefix_force"],
+            "maximum_prefix_force": counts_received,
+            "graceful_restart_per_neighbor": not caps["gr_per_peer_group"],
             "host_communities": list(opts["host_communities"]),
             "frr_no_kernel_nexthop_groups": bool(opts["frr_no_kernel_nexthop_groups"]),
         },
@@ -482,7 +504,7 @@ def spine_structured_config(spine, options=None, platform=None):
                               "route_map_in": "RM-TOR-%s-%s-IN" % (rname, f.upper()),
                               "description": "%s %s" % (d["tor"], d["interface"])})
     interfaces = []
-    if opts["render_interfaces"]:
+    if opts["render_interfaces"] and caps.get("render_interfaces", True):
         lo = spine.get("loopback") or {}
         interfaces.append({"name": "lo", "description": "loopback",
                            "addresses": [("%s/%d" % (lo[f], 32 if f == "ipv4" else 128), f) for f in families if f in lo]})

@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+"""Validate, diff and apply an FRR candidate config with vtysh and frr-reload.py (no bgpd restart).
+
+Pure Python, no Ansible imports: the caller passes ``run(argv) -> (rc, stdout, stderr)`` (the
+module's ``run_command``, or ``subprocess`` in tests and harnesses). Secrets: frr-reload.py logs the
+commands it applies (passwords included) at level INFO into /var/log/frr/frr-reload.log, so it is
+always called with ``--stdout --log-level error``; every text this module returns goes through
+:func:`redact`.
+"""
+
+from __future__ import annotations
+
+import re
+
+REDACTED = "<redacted>"
+_SECRET_RE = re.compile(r"(\b(?:password|md5-password|authentication-key|key-string)(?:\s+[07])?\s+)(\S+)")
+
+
+def redact(text):
+    """Replace secrets (BGP passwords and similar) in config text or tool output."""
+    if not text:
+        return text
+    return _SECRET_RE.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+class FrrTarget(object):
+    """Where the FRR instance lives: binaries, config dir, vty socket dir, scratch dir."""
+
+    def __init__(self, bindir="/usr/bin", confdir="/etc/frr", vty_socket=None, rundir=None,
+                 reload_script="/usr/lib/frr/frr-reload.py", python="/usr/bin/python3", pathspace=None):
+        self.bindir = bindir
+        self.confdir = confdir
+        self.vty_socket = vty_socket
+        self.rundir = rundir
+        self.reload_script = reload_script
+        self.python = python
+        self.pathspace = pathspace
+
+    def vtysh(self, *extra):
+        argv = ["%s/vtysh" % self.bindir.rstrip("/")]
+        if self.vty_socket:
+            argv += ["--vty_socket", self.vty_socket]
+        if self.confdir and self.confdir != "/etc/frr":
+            argv += ["--config_dir", self.confdir]
+        if self.pathspace:
+            argv += ["-N", self.pathspace]
+        return argv + list(extra)
+
+    def reload(self, mode, path):
+        argv = [self.python, self.reload_script, "--%s" % mode, "--stdout", "--log-level", "error",
+                "--bindir", self.bindir, "--confdir", self.confdir]
+        if self.rundir:
+            argv += ["--rundir", self.rundir]
+        if self.vty_socket:
+            argv += ["--vty_socket", self.vty_socket]
+        if self.pathspace:
+            argv += ["--pathspace", self.pathspace]
+        return argv + [path]
+
+
+class FrrApplyError(Exception):
+    def __init__(self, message, output=""):
+        self.output = redact(output)
+        super(FrrApplyError, self).__init__(redact(message))
+
+
+_HOSTNAME_RE = re.compile(r"^hostname\s+(\S+)\s*$", re.M)
+
+
+def running_hostname(run, target):
+    """The ``hostname`` line FRR shows in its running config (vtysh prints the system hostname)."""
+    rc, out, _err = run(target.vtysh("-c", "show running-config"))
+    if rc != 0:
+        return None
+    m = _HOSTNAME_RE.search(out or "")
+    return m.group(1) if m else None
+
+
+def with_hostname(text, hostname):
+    """The candidate as applied: FRR always shows a ``hostname`` line, so a candidate without one
+    keeps the running hostname (else every run would delete it and never converge)."""
+    if hostname and not _HOSTNAME_RE.search(text):
+        return "hostname %s\n%s" % (hostname, text)
+    return text
+
+
+_LINE_ERR = re.compile(r"^line (\d+): (.*)$")
+
+
+def validate(run, target, path):
+    """``vtysh -C -f path`` (dry run). Returns a list of error strings (empty when valid)."""
+    rc, out, err = run(target.vtysh("-C", "-f", path))
+    text = (out or "") + (err or "")
+    errors = []
+    for line in text.splitlines():
+        line = line.strip()
+        if _LINE_ERR.match(line) or line.startswith("%"):
+            errors.append(redact(line))
+    if rc != 0 and not errors:
+        errors.append("vtysh -C exited %d: %s" % (rc, redact(text.strip())[:500]))
+    return errors
+
+
+def parse_reload_test(text):
+    """Split frr-reload.py --test output into (lines_to_delete, lines_to_add) command blocks."""
+    dels, adds = [], []
+    cur = None
+    for raw in (text or "").splitlines():
+        stripped = raw.strip()
+        if stripped == "Lines To Delete":
+            cur = dels
+            continue
+        if stripped == "Lines To Add":
+            cur = adds
+            continue
+        if cur is None or not stripped or set(stripped) == {"="}:
+            continue
+        cur.append(raw.rstrip())
+    return dels, adds
+
+
+def delta(run, target, path):
+    """(lines_to_delete, lines_to_add) between the running config and the candidate file."""
+    rc, out, err = run(target.reload("test", path))
+    if rc != 0:
+        raise FrrApplyError("frr-reload.py --test failed (rc %d)" % rc, (out or "") + (err or ""))
+    return parse_reload_test(out)
+
+
+def format_delta(dels, adds):
+    """Human-readable, redacted diff text (used as Ansible's ``diff.prepared``)."""
+    lines = []
+    for line in dels:
+        lines.append("- " + line)
+    for line in adds:
+        lines.append("+ " + line)
+    return redact("\n".join(lines) + ("\n" if lines else ""))
+
+
+def apply(run, target, path):
+    """Apply the candidate with ``frr-reload.py --reload``; returns ``(left, warnings)``.
+
+    Success is judged by the result, not by frr-reload.py's exit code: its second pass re-sends
+    every added line, and FRR 8.4 rejects a repeated ``graceful-restart-disable`` ("not valid at this
+    moment") although the first pass applied it. So: reload, then diff again; the running config
+    matching the candidate (``left`` empty) is success, with the tool's complaints as warnings.
+    """
+    rc, out, err = run(target.reload("reload", path))
+    warnings = []
+    if rc != 0:
+        warnings = [redact(line.strip()) for line in ((out or "") + (err or "")).splitlines() if line.strip()]
+    left = delta(run, target, path)
+    if rc != 0 and (left[0] or left[1]):
+        raise FrrApplyError("frr-reload.py --reload failed (rc %d) and the running config still differs "
+                            "from the candidate:\n%s" % (rc, format_delta(*left)), (out or "") + (err or ""))
+    return left, warnings
