@@ -72,6 +72,14 @@ class State(object):
             self.save()
         return resource
 
+    def retire(self, pid):
+        """A recorded process was replaced on purpose (daemon restart): no longer part of health."""
+        with self.lock:
+            for r in self.data["resources"]:
+                if r.get("type") == "process" and r.get("pid") == pid:
+                    r["keep"] = False
+            self.save()
+
     def set_node(self, name, **fields):
         with self.lock:
             self.data["nodes"].setdefault(name, {}).update(fields)
