@@ -146,9 +146,11 @@ def _is_allocation(path):
 class Comparison(object):
     """Accumulates the differences between the plan on disk and the new one, file by file."""
 
-    def __init__(self):
+    def __init__(self, track_moves=True):
         self.changed, self.added, self.removed = [], [], []
         self._old_vals, self._new_vals = {}, {}
+        # With nothing on disk nothing can move: skip remembering every new value (memory at scale).
+        self.track_moves = track_moves
 
     def _remember(self, store, rel, flat, keys):
         for k in keys:
@@ -163,6 +165,8 @@ class Comparison(object):
         flat_new = flatten(new) if new is not None else {}
         if old is None:
             self.added.append(rel)
+            if not self.track_moves:
+                return
         elif new is None:
             self.removed.append(rel)
         for k in sorted(set(flat_old) & set(flat_new)):
@@ -288,7 +292,7 @@ def write_plan(plan, base_dir, allow_renumber=False, check_mode=False, partial=N
     else:
         artifacts = plan_artifacts(plan, racks=partial.get("racks", []), spines=partial.get("spines", []))
         on_disk = set()
-    cmp = Comparison()
+    cmp = Comparison(track_moves=bool(on_disk) or partial is not None)
     written, diff, seen = [], [], set()
     summary_rel = "%s/summary.yml" % PLAN_DIR
     with StagedWrite() as batch:

@@ -115,3 +115,13 @@ def test_summary_counts(lab):
     s = plan.summary()
     assert s["counts"]["hosts"] == 4 and s["counts"]["nics"] == 14 and s["counts"]["task_slots"] == 8
     assert s["hosts_by_nic_count"] == {"2": 1, "4": 3}
+
+
+def test_topology_doc_tables_are_current():
+    import subprocess
+    import sys
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    proc = subprocess.run([sys.executable, os.path.join(root, "scripts", "gen-topology-doc.py"), "--check"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout
