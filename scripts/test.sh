@@ -44,6 +44,6 @@ if [ $run_static = 1 ]; then
 fi
 
 step "pytest"
-targets=(tests/unit)
+targets=(tests/unit tests/integration)
 [ $run_e2e = 1 ] && targets+=(tests/e2e)
 python -m pytest "${targets[@]}"
