@@ -91,7 +91,7 @@ SCHEMA = {
     "spine": [
         ("id", "int", True, "Stable id within the zone, 1..capacity.spines."),
         ("name", "name", True, "Unique inventory hostname."),
-        ("platform", "str", False, "Device platform: frr (default) or eos."),
+        ("platform", "str", False, "Device platform: frr (default), sonic or eos."),
     ],
     "rack": [
         ("id", "int", True, "Stable id within the zone, 1..capacity.racks."),
@@ -103,7 +103,7 @@ SCHEMA = {
     ],
     "tor": [
         ("name", "name", False, "Inventory hostname (default: <rack>-tor)."),
-        ("platform", "str", False, "Device platform: frr (default) or eos."),
+        ("platform", "str", False, "Device platform: frr (default), sonic or eos."),
     ],
     "host": [
         ("id", "int", True, "Stable id within the rack, 1..capacity.hosts."),
@@ -114,7 +114,7 @@ SCHEMA = {
     ],
 }
 
-PLATFORMS = ("frr", "eos")
+PLATFORMS = ("frr", "sonic", "eos")
 
 
 def _kind_schema(kind):
