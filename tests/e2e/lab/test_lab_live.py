@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+"""Live fabric lab: BGP, reachability, systemd units through Ansible, ops, idempotence, teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import labsnap  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
+
+
+def _plan():
+    _, data = labsnap.lab_names()
+    topo = load_topology(data, labsnap.TOPOLOGY)
+    return topo, FabricPlan(topo).allocate()
+
+
+def test_build_reports_nodes(lab):
+    _, state = lab
+    kinds = sorted(n["kind"] for n in state["nodes"].values())
+    assert kinds == ["gpu_host"] * 4 + ["spine", "storage", "tor", "tor"]
+    assert state["status"] == "ready"
+
+
+def test_spine_sessions_established(lab):
+    _, state = lab
+    topo, plan = _plan()
+    for spine in topo.spines:
+        data = plan.spine_data(spine)
+        out = labsnap.nsenter(state["nodes"][spine.name]["pid"], "vtysh", "-c", "show bgp summary json").stdout
+        summ = json.loads(out)
+        want = {"ipv4Unicast": {d["ipv4"]["tor"] for d in data["downlinks"]},
+                "ipv6Unicast": {d["ipv6"]["tor"] for d in data["downlinks"]}}
+        for af, peers in want.items():
+            got = summ[af]["peers"]
+            assert set(got) == peers
+            assert all(p["state"] == "Established" for p in got.values()), got
+            # the spine learned each rack aggregate from its ToR
+            assert all(p["pfxRcd"] == 1 for p in got.values()), got
+
+
+def test_every_host_nic_pings_its_gateway(lab):
+    _, state = lab
+    topo, plan = _plan()
+    failures = []
+    for host in topo.hosts:
+        hd = plan.host_data(host)
+        pid = state["nodes"][host.name]["pid"]
+        for nic in hd["nics"]:
+            for fam in ("ipv6", "ipv4"):
+                p = labsnap.nsenter(pid, "ping", "-c", "1", "-W", "2", "-I", nic["name"], nic["gateway"][fam], check=False)
+                if p.returncode != 0:
+                    failures.append((host.name, nic["name"], nic["gateway"][fam]))
+    assert not failures
+
+
+def test_hosts_run_systemd_with_own_machine_ids(lab):
+    _, state = lab
+    ids = set()
+    for name, node in state["nodes"].items():
+        if node["kind"] != "gpu_host":
+            continue
+        pid = node["pid"]
+        assert open("/proc/%d/comm" % pid).read().strip() == "systemd"
+        p = subprocess.run(["nsenter", "-t", str(pid), "-a", "systemctl", "is-system-running"], capture_output=True, text=True)
+        assert p.stdout.strip() in ("running", "degraded"), (name, p.stdout, p.stderr)
+        ids.add(subprocess.run(["nsenter", "-t", str(pid), "-a", "cat", "/etc/machine-id"], capture_output=True,
+                               text=True).stdout.strip())
+    assert len(ids) == 4
+
+
+def test_systemd_unit_through_ansible_runs_only_on_its_host(lab, tmp_path):
+    _, state = lab
+    pb = tmp_path / "unit.yml"
+    pb.write_text(textwrap.dedent("""\
+        - name: Start a unit on one lab host through the nsenter connection
+          hosts: lab-r1-h1
+          gather_facts: false
+          tasks:
+            - name: Unit file
+              ansible.builtin.copy:
+                dest: /etc/systemd/system/mnl-e2e.service
+                mode: "0644"
+                content: |
+                  [Unit]
+                  Description=netscale lab e2e probe unit
+                  [Service]
+                  ExecStart=/bin/sleep infinity
+            - name: Start it
+              ansible.builtin.systemd_service:
+                name: mnl-e2e.service
+                state: started
+                daemon_reload: true
+        """))
+    out = labsnap.playbook("-i", labsnap.TOPOLOGY, str(pb))
+    assert labsnap.recap(out.stdout, "lab-r1-h1")["failed"] == "0"
+    for name, node in state["nodes"].items():
+        if node["kind"] != "gpu_host":
+            continue
+        pid = str(node["pid"])
+        active = subprocess.run(["nsenter", "-t", pid, "-a", "systemctl", "is-active", "mnl-e2e.service"],
+                                capture_output=True, text=True).stdout.strip()
+        has_file = subprocess.run(["nsenter", "-t", pid, "-a", "test", "-e", "/etc/systemd/system/mnl-e2e.service"]).returncode == 0
+        if name == "lab-r1-h1":
+            assert active == "active" and has_file
+            main = subprocess.run(["nsenter", "-t", pid, "-a", "systemctl", "show", "-P", "MainPID", "mnl-e2e.service"],
+                                  capture_output=True, text=True).stdout.strip()
+            # the process seen from the machine: inside lab-r1-h1's cgroup and pid namespace
+            procs = [p for p in os.listdir("/proc") if p.isdigit()]
+            found = [p for p in procs if _cgroup(p).find("/mnl/lab/lab-r1-h1/") >= 0 and _comm(p) == "sleep"]
+            assert found and main != "0"
+        else:
+            assert active != "active" and not has_file, name
+
+
+def _cgroup(pid):
+    try:
+        return open("/proc/%s/cgroup" % pid).read()
+    except OSError:
+        return ""
+
+
+def _comm(pid):
+    try:
+        return open("/proc/%s/comm" % pid).read().strip()
+    except OSError:
+        return ""
+
+
+def test_second_build_changes_nothing(lab):
+    _, state = lab
+    out = labsnap.playbook("playbooks/lab.yml")
+    assert labsnap.recap(out.stdout, "localhost")["changed"] == "0"
+    assert labsnap.lab_state()["nodes"] == state["nodes"]
+
+
+def test_ops_speed_loss_probe(lab):
+    _, state = lab
+    lb = open_lab(labsnap.TOPOLOGY)
+    host = "lab-r1-h1"
+    r = ops.set_speed(lb, host, "eth0", "200mbit")
+    assert r["changed"] and not ops.set_speed(lb, host, "eth0", "200mbit")["changed"]
+    tc = subprocess.run(["ip", "netns", "exec", "mnl-lab-r1-tor", "tc", "-j", "qdisc", "show", "dev", "host1-0"],
+                        capture_output=True, text=True).stdout
+    assert any(q["kind"] == "tbf" and q["options"]["rate"] * 8 == 200000000 for q in json.loads(tc))
+    assert ops.set_speed(lb, host, "eth0", None)["changed"]
+    # silent loss: the gateway stops answering on that NIC, the link stays up
+    pid = state["nodes"][host]["pid"]
+    gw = "fd00:10:0:1::1"
+    assert ops.set_loss(lb, host, "eth1", True)["changed"]
+    assert labsnap.nsenter(pid, "ping", "-c", "1", "-W", "1", "-I", "eth1", gw, check=False).returncode != 0
+    assert ops.set_loss(lb, host, "eth1", False)["changed"]
+    assert labsnap.nsenter(pid, "ping", "-c", "1", "-W", "2", "-I", "eth1", gw, check=False).returncode == 0
+    # probe: per-NIC counters explain the bytes iperf3 moved, both directions
+    res = ops.probe(lb, host, flows=4, duration=2, direction="both", family="ipv6")
+    for d in ("up", "down"):
+        assert res[d]["bits_per_second"] > 0
+        assert abs(sum(res[d]["nic_shares"].values()) - 1.0) < 1e-3
+        assert 1.0 / 2 - 1e-6 <= res[d]["jain_index"] <= 1.0
+    assert not [p for p in labsnap.snapshot()["processes"] if "iperf3" in p]
+
+
+def test_tor_bgpd_restart_recovers(lab):
+    _, state = lab
+    lb = open_lab(labsnap.TOPOLOGY)
+    r = ops.daemon(lb, "lab-r1-tor", "bgpd", "restart")
+    assert r["changed"] and r["pid"] != r["old_pid"]
+    spine = state["nodes"]["lab-spine1"]["pid"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        summ = json.loads(labsnap.nsenter(spine, "vtysh", "-c", "show bgp summary json").stdout)
+        if all(p["state"] == "Established" for af in ("ipv4Unicast", "ipv6Unicast") for p in summ[af]["peers"].values()):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("sessions did not recover after the bgpd restart: %s" % summ)
+    # the restart replaced the PID in the state: the lab is still healthy (no rebuild)
+    out = labsnap.playbook("playbooks/lab.yml")
+    assert labsnap.recap(out.stdout, "localhost")["changed"] == "0"
+
+
+def test_teardown_leaves_nothing(lab, clean_before):
+    _, state = lab
+    pids = [r["pid"] for r in labsnap.lab_state()["resources"] if r["type"] == "process"]
+    labsnap.playbook("playbooks/lab.yml", "-e", "lab_state=absent")
+    after = labsnap.snapshot()
+    assert after == clean_before
+    alive = [p for p in pids if os.path.exists("/proc/%d" % p) and "Z" not in open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()[0]]
+    assert not alive
