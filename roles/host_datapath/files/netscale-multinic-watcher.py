@@ -17,6 +17,8 @@ import json
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -40,7 +42,7 @@ def load(path):
 
 def reapply(path, devs=None):
     rt = load(path)
-    batch = []
+    batch = {}
     for dev, cmds in sorted(rt.get("devices", {}).items()):
         if devs is not None and dev not in devs:
             continue
@@ -51,13 +53,54 @@ def reapply(path, devs=None):
                         f.write(cmd[2])
                 except (IOError, OSError) as e:
                     log("sysctl %s: %s" % (cmd[1], e))
+            elif cmd[0] in ("-4", "-6"):
+                batch.setdefault(cmd[0], []).append(" ".join(cmd[1:]))
             else:
-                batch.append(" ".join(cmd))
-    if batch:
-        p = subprocess.run(["ip", "-force", "-batch", "-"], input="\n".join(batch) + "\n",
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-        log("re-applied %d commands for %s (rc=%d)%s" % (len(batch), ",".join(devs or ["all"]), p.returncode,
-                                                        (": " + p.stderr.strip()[:300]) if p.returncode else ""))
+                batch.setdefault("", []).append(" ".join(cmd))
+    for fam, lines in sorted(batch.items()):
+        argv = ["ip"] + ([fam] if fam else []) + ["-force", "-batch", "-"]
+        p = subprocess.run(argv, input="\n".join(lines) + "\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True)
+        log("re-applied %d %s commands for %s (rc=%d)%s" % (
+            len(lines), fam or "ip", ",".join(devs or ["all"]), p.returncode,
+            (": " + p.stderr.strip()[:300]) if p.returncode else ""))
+
+
+def announce(rt, dev):
+    """Unsolicited NA / gratuitous ARP for the addresses proxied on dev, so a neighbour that the
+    ToR marked INCOMPLETE/FAILED while the NIC was away is refreshed at once (NS retries wait 1 s)."""
+    addrs = [c[3] for c in rt.get("devices", {}).get(dev, []) if c[:3] == ["neigh", "replace", "proxy"]]
+    if not addrs:
+        return
+    try:
+        link = json.loads(subprocess.run(["ip", "-j", "link", "show", "dev", dev], stdout=subprocess.PIPE,
+                                         universal_newlines=True).stdout)[0]
+        mac = bytes(int(x, 16) for x in link["address"].split(":"))
+        ifindex = socket.if_nametoindex(dev)
+    except (IOError, OSError, ValueError, IndexError, KeyError) as e:
+        log("announce %s: %s" % (dev, e))
+        return
+    sent = 0
+    for a in addrs:
+        try:
+            if ":" in a:
+                s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, ifindex)
+                na = struct.pack("!BBHI16s", 136, 0, 0, 0x20000000, socket.inet_pton(socket.AF_INET6, a))
+                na += struct.pack("!BB6s", 2, 1, mac)  # target link-layer address option
+                s.sendto(na, ("ff02::1", 0, 0, ifindex))
+            else:
+                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+                s.bind((dev, 0x0806))
+                ip = socket.inet_aton(a)
+                arp = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, mac, ip, b"\0" * 6, ip)
+                s.send(b"\xff" * 6 + mac + struct.pack("!H", 0x0806) + arp)
+            s.close()
+            sent += 1
+        except (IOError, OSError) as e:
+            log("announce %s on %s: %s" % (a, dev, e))
+    log("announced %d addresses on %s" % (sent, dev))
 
 
 def main(argv=None):
@@ -89,6 +132,8 @@ def main(argv=None):
             watched = load(args.runtime).get("devices", {})
             if dev in watched:
                 reapply(args.runtime, [dev])
+                if now[1]:
+                    announce(load(args.runtime), dev)
     return 1
 
 

@@ -275,6 +275,23 @@ def max_stall(result):
     return worst
 
 
+def stalls(result, min_s=0.4):
+    """[(start offset s, length s)] of zero-byte runs >= min_s per stream (diagnostics)."""
+    out, runs = [], {}
+    for iv in result.get("intervals", []):
+        for s in iv["streams"]:
+            sid = s["socket"]
+            if s["bytes"] == 0:
+                st, ln = runs.get(sid, (s["start"], 0.0))
+                runs[sid] = (st, ln + s["seconds"])
+            else:
+                if sid in runs and runs[sid][1] >= min_s:
+                    out.append((round(runs[sid][0], 1), round(runs[sid][1], 1)))
+                runs.pop(sid, None)
+    out += [(round(a, 1), round(b, 1)) for a, b in runs.values() if b >= min_s]
+    return sorted(out)
+
+
 def shares(before, after):
     d = dict((k, after[k] - before.get(k, 0)) for k in after)
     tot = float(sum(d.values())) or 1.0
