@@ -156,3 +156,50 @@ def apply(run, target, path):
         raise FrrApplyError("frr-reload.py --reload failed (rc %d) and the running config still differs "
                             "from the candidate:\n%s" % (rc, format_delta(*left)), (out or "") + (err or ""))
     return left, warnings
+
+
+def converge(run, target, text, check_mode=False, candidate_path=None, scratch_dir=None, write_file=None,
+             remove_file=None):
+    """One idempotent step: validate ``text``, diff it against the running config, apply unless
+    ``check_mode``. Returns {changed, deleted, added, diff, warnings, candidate}.
+
+    ``write_file(path, text)`` writes a 0600 file (default: local os calls); in check mode the
+    candidate goes to a scratch file that is removed afterwards, so nothing on the box changes.
+    """
+    import os
+    import tempfile
+
+    def _write(path, data):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(data)
+        os.chmod(path, 0o600)
+
+    write_file = write_file or _write
+    remove_file = remove_file or (lambda p: os.path.exists(p) and os.unlink(p))
+    text = with_hostname(text, running_hostname(run, target))
+    if check_mode or not candidate_path:
+        fd, path = tempfile.mkstemp(prefix="netscale-candidate-", suffix=".conf",
+                                    dir=scratch_dir or target.rundir or None)
+        os.close(fd)
+        scratch = True
+    else:
+        path, scratch = candidate_path, False
+    try:
+        write_file(path, text)
+        errors = validate(run, target, path)
+        if errors:
+            raise FrrApplyError("candidate config is invalid (vtysh -C): %s" % "; ".join(errors[:20]))
+        dels, adds = delta(run, target, path)
+        result = {"changed": bool(dels or adds), "deleted": len(dels), "added": len(adds),
+                  "diff": format_delta(dels, adds), "warnings": [],
+                  "candidate": None if scratch else path}
+        if result["changed"] and not check_mode:
+            left, warnings = apply(run, target, path)
+            result["warnings"] = warnings
+            if left[0] or left[1]:
+                raise FrrApplyError("running config did not converge:\n%s" % format_delta(*left))
+        return result
+    finally:
+        if scratch:
+            remove_file(path)

@@ -37,7 +37,11 @@ PLATFORMS = {
         "gtsm": True,
         "multihop": True,
         "bfd_profiles": True,
-        "max_prefix_force": True,
+        # FRR 8.4.4, measured: "maximum-prefix N force" does not count filtered routes per peer.
+        # Without soft-reconfiguration a flood of 20 rejected routes did not trip a limit of 10;
+        # with it, every peer's count was the Adj-RIB-In of all peers of the family (the 11th of
+        # 12 one-route sessions tripped). So maximum-prefix counts accepted routes on FRR.
+        "max_prefix_force": False,
         "ipv4_nlri_over_ipv6_session": True,
         "ecmp_hash": "sysctl",
         "max_ecmp": 256,
@@ -45,10 +49,6 @@ PLATFORMS = {
         # FRR 8.4.4, measured: a peer-group's graceful-restart-disable does not reach its members
         # (they stay "Helper*"); the per-neighbor form works.
         "gr_per_peer_group": False,
-        # FRR 8.4.4, measured: "maximum-prefix ... force" together with soft-reconfiguration inbound
-        # counts the Adj-RIB-In of every peer of the family (the 11th of 12 one-route sessions
-        # tripped a limit of 10); without soft-reconfiguration it counts per peer as documented.
-        "max_prefix_force_with_adj_rib_in": False,
         "live": True,
     },
     "sonic": {
@@ -57,13 +57,12 @@ PLATFORMS = {
         "gtsm": True,
         "multihop": True,
         "bfd_profiles": True,
-        "max_prefix_force": True,
+        "max_prefix_force": False,
         "ipv4_nlri_over_ipv6_session": True,
         "ecmp_hash": "asic-default",
         "max_ecmp": 128,
         "static_blackhole": "blackhole",
         "gr_per_peer_group": False,
-        "max_prefix_force_with_adj_rib_in": False,
         "live": False,
     },
     "eos": {
@@ -74,7 +73,6 @@ PLATFORMS = {
         "bfd_profiles": False,
         # maximum-routes counts routes received before inbound policy.
         "max_prefix_force": True,
-        "max_prefix_force_with_adj_rib_in": True,
         "gr_per_peer_group": True,
         "ipv4_nlri_over_ipv6_session": True,
         "ecmp_hash": "load-sharing",
@@ -109,17 +107,17 @@ DEFAULT_OPTIONS = {
     "passive": True,
     # ipv6: IPv4 NLRI (with IPv4 next hops) rides the IPv6 session; ipv4: separate IPv4 sessions.
     "ipv4_transport": "ipv6",
-    # maximum-prefix per session and family. null = auto: when the platform counts routes before
-    # policy (FRR "force", EOS maximum-routes) task_slot_count + headroom, so a flood of rejected
-    # routes trips it; when it counts accepted routes only (FRR with adj_rib_in), task_slot_count,
-    # the most the host's prefix-list can ever accept (a guard against a broken filter).
+    # maximum-prefix per session and family. null = auto. A session is one slot's sidecar on one
+    # NIC and legitimately carries exactly one route per family (its task IP). Platforms counting
+    # accepted routes (FRR): 1, so a sidecar announcing a sibling slot's task IP (which the per-host
+    # prefix-list would accept) trips it. Platforms counting before policy (EOS maximum-routes):
+    # task_slot_count + headroom, so a handful of stray routes is rejected, a flood trips.
     "maximum_prefix": None,
     "maximum_prefix_headroom": 8,
     "maximum_prefix_threshold": 75,
     "maximum_prefix_restart_minutes": 5,
-    # Keep the Adj-RIB-In so rejected announcements are visible and counted (received - accepted).
-    # On FRR 8.4 this disables counting before policy (see capabilities): false = flood-proof
-    # profile (rejected routes are dropped and a flood tears the session down).
+    # Keep the Adj-RIB-In (soft-reconfiguration inbound) so rejected announcements are visible and
+    # counted (received - accepted). Cost: rejected routes use ToR memory until withdrawn.
     "adj_rib_in": True,
     "host_communities": ["no-export", "no-advertise"],
     # Interfaces (addresses of the ToR ports, uplinks, loopback) in the rendered config.
@@ -329,8 +327,7 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
     v4_over_v6 = opts["ipv4_transport"] == "ipv6" and "ipv6" in families
     rack_prefix = dict(rack["prefix"])
     mp_headroom = opts["maximum_prefix_headroom"]
-    counts_received = caps["max_prefix_force"] and (
-        not opts["adj_rib_in"] or caps["max_prefix_force_with_adj_rib_in"])
+    counts_received = caps["max_prefix_force"]
 
     host_groups = []
     neighbor_count = 0
@@ -344,7 +341,7 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
             prefix_lists[fam] = {"name": pl, "entries": _pl_entries(h["task_ip_prefixes"][fam], bits)}
             route_maps_in[fam] = "RM-HOST-%s-%s-IN" % (hname, fam.upper())
         limit = opts["maximum_prefix"] or (
-            h["task_slot_count"] + mp_headroom if counts_received else h["task_slot_count"])
+            h["task_slot_count"] + mp_headroom if counts_received else 1)
         # Session transports: which neighbor addresses exist and which families each carries.
         transports = []
         if "ipv6" in families:
