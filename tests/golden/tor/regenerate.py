@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Re-render the ToR/spine golden files: `PYTHONPATH=.build .venv/bin/python tests/golden/tor/regenerate.py`.
+
+Review the git diff afterwards: every change in a golden file is a change in what devices get.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+
+from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
+
+# Fake keys (test fixtures, not secrets): they show where the per-host key lands.
+CASES = {
+    "lab": {"fabric": "inventories/lab/fabric.yml", "options": {"md5": "required"},
+            "md5": {"lab-r1-h1": "golden-key-r1h1", "lab-r1-h2": "golden-key-r1h2",
+                    "lab-r2-h1": "golden-key-r2h1", "lab-r2-h2": "golden-key-r2h2"}},
+    "example": {"fabric": "inventories/example/fabric.yml",
+                "options": {"bfd": {"enabled": True}, "hop_limit": {"mode": "multihop", "hops": 2}},
+                "md5": {"gpu-b1-az1-r1-h2": "golden-key-h2"}},
+}
+
+
+def render_case(name):
+    case = CASES[name]
+    with open(os.path.join(REPO, case["fabric"])) as fh:
+        topo = load_topology(yaml.safe_load(fh), case["fabric"])
+    plan = FabricPlan(topo).allocate()
+    return tor_policy.build_fabric_configs(plan, case["options"], case["md5"])
+
+
+def main():
+    for name in CASES:
+        out_dir = os.path.join(HERE, name)
+        os.makedirs(out_dir, exist_ok=True)
+        for f in os.listdir(out_dir):
+            if f.endswith(".cfg"):
+                os.unlink(os.path.join(out_dir, f))
+        for device, cfg in sorted(render_case(name).items()):
+            with open(os.path.join(out_dir, device + ".cfg"), "w") as fh:
+                fh.write(cfg["text"])
+            print("wrote %s/%s.cfg" % (name, device))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+# -*- coding: utf-8 -*-
+"""ToR policy model, templates and golden files (pure Python, no devices)."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply, frr_state, tor_policy
+from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+GOLDEN = os.path.join(REPO, "tests", "golden", "tor")
+sys.path.insert(0, GOLDEN)
+
+import regenerate  # noqa: E402
+
+
+def lab_plan(mutate=None):
+    with open(os.path.join(REPO, "inventories", "lab", "fabric.yml")) as fh:
+        data = yaml.safe_load(fh)
+    if mutate:
+        mutate(data)
+    return FabricPlan(load_topology(data)).allocate()
+
+
+def lab_rack(plan=None, name="lab-r1"):
+    plan = plan or lab_plan()
+    return plan.rack_data(next(r for r in plan.topo.racks if r.name == name))
+
+
+# -- golden files ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", sorted(regenerate.CASES))
+def test_golden_files_match(case):
+    rendered = regenerate.render_case(case)
+    d = os.path.join(GOLDEN, case)
+    on_disk = sorted(f[:-4] for f in os.listdir(d) if f.endswith(".cfg"))
+    assert on_disk == sorted(rendered), "devices differ; regenerate with tests/golden/tor/regenerate.py"
+    for device, cfg in rendered.items():
+        with open(os.path.join(d, device + ".cfg")) as fh:
+            assert fh.read() == cfg["text"], (
+                "%s/%s.cfg drifted: run PYTHONPATH=.build .venv/bin/python tests/golden/tor/regenerate.py "
+                "and review the diff" % (case, device))
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/vtysh"), reason="needs vtysh (FRR) for the syntax check")
+def test_frr_golden_files_pass_vtysh_dry_run():
+    bad = []
+    for case in regenerate.CASES:
+        d = os.path.join(GOLDEN, case)
+        for f in sorted(os.listdir(d)):
+            path = os.path.join(d, f)
+            if not f.endswith(".cfg") or "service routing protocols" in open(path).read():
+                continue
+            p = subprocess.run(["vtysh", "-C", "-f", path], capture_output=True, text=True)
+            if p.returncode != 0:
+                bad.append((f, p.stdout + p.stderr))
+    assert bad == []
+
+
+# -- the model ---------------------------------------------------------------------------------
+
+def test_one_neighbor_per_slot_and_nic_from_container_addresses():
+    rack = lab_rack()
+    sc = tor_policy.tor_structured_config(rack)
+    for h, g in zip(rack["hosts"], sc["host_groups"]):
+        (pg,) = g["peer_groups"]
+        want = sorted(sn["address"]["ipv6"] for s in h["slots"] for sn in s["nics"])
+        assert sorted(n["address"] for n in pg["neighbors"]) == want
+        assert pg["address_families"] == ["ipv6", "ipv4"]  # IPv4 NLRI over the IPv6 session
+        assert g["asn"] == h["asn"]
+        for n in pg["neighbors"]:
+            assert ipaddress.ip_address(n["address"]) in ipaddress.ip_network(h["nics"][n["nic"]]["subnet"]["ipv6"])
+    assert sc["counts"]["neighbors"] == 2 * 2 + 4 * 2
+
+
+def test_prefix_lists_permit_exactly_the_task_ips():
+    rack = lab_rack()
+    sc = tor_policy.tor_structured_config(rack)
+    for h, g in zip(rack["hosts"], sc["host_groups"]):
+        for fam, bits in (("ipv4", 32), ("ipv6", 128)):
+            entries = g["prefix_lists"][fam]["entries"]
+            permitted = set()
+            for e in entries:
+                net = ipaddress.ip_network(e["prefix"])
+                assert e.get("ge", net.prefixlen) == bits
+                permitted |= {str(a) for a in net}
+            assert permitted == {s["task_ip"][fam] for s in h["slots"]}
+
+
+def test_single_slot_host_has_exact_match_without_ge():
+    plan = lab_plan(lambda d: d["buildings"][0]["zones"][0]["racks"][0]["hosts"][0].update(task_slots=1))
+    sc = tor_policy.tor_structured_config(lab_rack(plan))
+    (e,) = sc["host_groups"][0]["prefix_lists"]["ipv4"]["entries"]
+    assert e["prefix"].endswith("/32") and "ge" not in e
+    text = tor_policy.render(sc)
+    assert "permit 198.18.0.8/32\n" in text
+
+
+def test_ipv4_sessions_option_gives_separate_groups():
+    sc = tor_policy.tor_structured_config(lab_rack(), {"ipv4_transport": "ipv4"})
+    pgs = sc["host_groups"][0]["peer_groups"]
+    assert [(p["name"], p["address_families"]) for p in pgs] == [
+        ("HOST-lab-r1-h1-IPV6", ["ipv6"]), ("HOST-lab-r1-h1-IPV4", ["ipv4"])]
+    assert sc["counts"]["neighbors"] == 2 * (2 * 2 + 4 * 2)
+
+
+def test_frr_text_policy_invariants():
+    sc = tor_policy.tor_structured_config(lab_rack(), {"md5": "required"},
+                                          {"lab-r1-h1": "k1", "lab-r1-h2": "k2"})
+    text = tor_policy.render(sc)
+    assert "no bgp ebgp-requires-policy" not in text
+    assert text.count("route-map RM-HOSTS-OUT out") == 4           # 2 groups x 2 families
+    assert "maximum-paths 16" in text and "bgp bestpath as-path multipath-relax" in text
+    assert "timers 3 9" in text and "ttl-security hops 2" in text
+    assert text.count("graceful-restart-disable") == 12            # per host session (FRR 8.4)
+    assert "set community no-export no-advertise additive" in text
+    assert "ip route 198.18.0.0/23 blackhole" in text and "network 198.18.0.0/23" in text
+    assert "neighbor HOST-lab-r1-h1 password k1" in text
+    assert "force" not in text                                      # FRR 8.4: counts accepted routes
+    assert "maximum-prefix 1 restart 5" in text
+
+
+def test_redact_and_frr_apply_redaction():
+    sc = tor_policy.tor_structured_config(lab_rack(), {}, {"lab-r1-h1": "s3cr3t"})
+    assert "s3cr3t" not in yaml.safe_dump(tor_policy.redact(sc))
+    assert frr_apply.redact(" neighbor X password s3cr3t\n") == " neighbor X password <redacted>\n"
+    assert frr_apply.redact("   neighbor X password 0 s3cr3t") == "   neighbor X password 0 <redacted>"
+    d = frr_apply.format_delta([], ["router bgp 1\n neighbor HOST-a password s3cr3t"])
+    assert "s3cr3t" not in d and "<redacted>" in d
+
+
+def test_eos_rendering():
+    rack = lab_rack()
+    sc = tor_policy.tor_structured_config(rack, platform="eos")
+    text = tor_policy.render(sc)
+    assert "ttl maximum-hops 2" in text and "maximum-paths 16 ecmp 16" in text
+    assert "port-channel load-balance trident fields ip" in text
+    assert "ip route 198.18.0.0/23 Null0" in text
+    assert "maximum-routes 10" in text   # counted before policy: slots + headroom
+    assert "interface host1-0" not in text
+
+
+def test_sonic_uses_frr_templates():
+    sc = tor_policy.tor_structured_config(lab_rack(), platform="sonic")
+    assert sc["capabilities"]["templates"] == "frr"
+    assert "router bgp" in tor_policy.render(sc)
+
+
+def test_spine_accepts_only_rack_aggregates():
+    plan = lab_plan()
+    sc = tor_policy.spine_structured_config(plan.spine_data(plan.topo.spines[0]))
+    text = tor_policy.render(sc)
+    assert "ip prefix-list PL-RACK-lab-r1-IPV4 seq 10 permit 198.18.0.0/23\n" in text
+    assert "le " not in text.split("router bgp")[0]
+    assert text.count("route-map RM-TOR-") == 2 * 2 * 2 + 4      # defs (permit+deny) + in bindings
+
+
+def test_fib_size():
+    sc = tor_policy.tor_structured_config(lab_rack())
+    fib = tor_policy.fib_size(sc)
+    assert fib["ipv4"]["host_routes"] == 4 and fib["ipv4"]["host_route_next_hops"] == 2 * 2 + 2 * 4
+
+
+# -- negative input: errors name field, value and fix --------------------------------------------
+
+def _problems(exc):
+    return [(p.path, p.value, p.message, p.fix) for p in exc.value.problems]
+
+
+def test_missing_md5_key_when_required():
+    with pytest.raises(tor_policy.TorPolicyError) as exc:
+        tor_policy.tor_structured_config(lab_rack(), {"md5": "required"}, {"lab-r1-h1": "k1"})
+    (path, value, msg, fix), = _problems(exc)
+    assert path == "md5_keys.lab-r1-h2" and "required" in msg and "lab-r1-h2" in fix
+
+
+def test_unknown_platform():
+    with pytest.raises(tor_policy.TorPolicyError) as exc:
+        tor_policy.tor_structured_config(lab_rack(), platform="junos")
+    (path, value, msg, fix), = _problems(exc)
+    assert value == "junos" and "platform" in path and "eos" in fix and "frr" in fix
+
+
+def test_maximum_paths_below_nic_count_or_design_minimum():
+    with pytest.raises(tor_policy.TorPolicyError) as exc:
+        tor_policy.tor_structured_config(lab_rack(), {"maximum_paths": 2})
+    (path, value, msg, fix), = _problems(exc)
+    assert path == "options.maximum_paths" and value == 2 and "at least 8" in fix
+    big = lab_plan(lambda d: d["buildings"][0]["zones"][0]["racks"][0]["hosts"][1].update(nics=8))
+    with pytest.raises(tor_policy.TorPolicyError):
+        tor_policy.tor_structured_config(lab_rack(big), {"maximum_paths": 7})
+    tor_policy.tor_structured_config(lab_rack(big), {"maximum_paths": 8})
+
+
+def test_bad_options_collected_together_and_secret_never_echoed():
+    with pytest.raises(tor_policy.TorPolicyError) as exc:
+        tor_policy.tor_structured_config(
+            lab_rack(), {"timers": {"keepalive": 3, "hold": 5}, "hop_limit": {"mode": "ttl", "hops": 2},
+                         "md5": "required"}, {"lab-r1-h1": "has space", "lab-r1-h2": "ok"})
+    paths = [p[0] for p in _problems(exc)]
+    assert paths == ["options.timers", "options.hop_limit.mode", "md5_keys.lab-r1-h1"]
+    assert "has space" not in str(exc.value)
+
+
+def test_unknown_option():
+    with pytest.raises(tor_policy.TorPolicyError) as exc:
+        tor_policy.tor_structured_config(lab_rack(), {"max_paths": 8})
+    assert "maximum_paths" in _problems(exc)[0][3]
+
+
+# -- frr_state parsers ---------------------------------------------------------------------------
+
+def test_frr_state_parsers():
+    nb = frr_state.parse_neighbors({"fd00::4": {
+        "bgpState": "Established", "remoteAs": 7, "peerGroup": "HOST-x", "bgpTimerUpMsec": 5,
+        "gracefulRestartInfo": {"localGrMode": "Disable"},
+        "addressFamilyInfo": {"ipv4Unicast": {"acceptedPrefixCounter": 1, "prefixAllowedMax": 1},
+                              "ipv6Unicast": {"acceptedPrefixCounter": 1}}}})
+    assert nb["fd00::4"]["accepted"] == {"ipv4": 1, "ipv6": 1} and nb["fd00::4"]["established"]
+    routes = frr_state.parse_routes({"198.18.0.8/32": [{"protocol": "bgp", "selected": True, "installed": True,
+                                                        "nexthops": [{"ip": "198.18.0.4", "interfaceName": "h1-0",
+                                                                      "active": True, "fib": True},
+                                                                     {"ip": "198.18.0.20", "interfaceName": "h1-1",
+                                                                      "active": True, "fib": True}]}]})
+    assert frr_state.ecmp_width({"routes": {"ipv4": routes}}, "198.18.0.8/32") == 2
+    assert frr_state.more_specifics(["198.18.0.0/23", "198.18.0.8/32", "198.19.5.0/24"],
+                                    ["198.18.0.0/23"]) == ["198.18.0.8/32"]
+    assert frr_state.split_json_stream('{"a": 1}\n{"b": 2}\n') == [{"a": 1}, {"b": 2}]
+    assert frr_apply.parse_reload_test("\nLines To Delete\n===============\nno x\n\nLines To Add\n============\ny\n") \
+        == (["no x"], ["y"])
