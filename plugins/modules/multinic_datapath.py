@@ -1,0 +1,138 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: multinic_datapath
+short_description: Apply or remove the multi-NIC host datapath (workload namespaces, ECMP, eBPF tc)
+description:
+  - From the planner's host_data, configures on the host the datapath of design section 4.
+    Sysctls (persisted in sysctl.d), per-NIC addresses, one workload network namespace per task
+    slot with one veth per NIC, the container's per-NIC addresses and task IP, an ECMP default
+    route with the task IP as source, proxy ND/ARP and per-veth policy routing.
+  - With I(ebpf=true) tc programs on every NIC ingress (bpf_redirect_peer into the workload)
+    and on the host end of every veth (bpf_redirect_neigh out of its NIC, failover to a surviving
+    NIC) are loaded from I(bpf_object), pinned under C(<bpffs_root>/netscale-multinic/) and
+    attached with clsact at a fixed pref/handle. With I(ebpf=false) the same behaviour comes from
+    kernel forwarding; programs are detached.
+  - Every item is compared with the live state first; a second run reports changed=false.
+    Bad input (plan NIC count differs from the NICs found, NIC missing, no plan for the host)
+    fails before any change.
+  - I(state=absent) detaches programs, removes pins, namespaces, rules, routes and the addresses
+    it added and restores every sysctl recorded in the state file.
+version_added: 0.1.0
+author: netscale network engineering
+options:
+  host:
+    description: The planner's host_data of this host (inventory variable C(multinic_host)).
+    type: dict
+  state:
+    description: present or absent.
+    type: str
+    choices: [present, absent]
+    default: present
+  ebpf:
+    description: Use the eBPF tc programs; false selects plain kernel forwarding.
+    type: bool
+    default: true
+  bpf_object:
+    description: Compiled object on the host (required when I(ebpf=true)).
+    type: path
+  nic_pattern:
+    description: Regex selecting the fabric NICs when counting NICs found (default from the plan's names).
+    type: str
+  manage_nic_addresses:
+    description: Add missing per-NIC addresses from the plan.
+    type: bool
+    default: true
+  state_dir:
+    description: State file directory (previous sysctl values, what was created).
+    type: path
+    default: /var/lib/netscale-multinic
+  sysctl_file:
+    description: sysctl.d file holding the persisted global sysctls.
+    type: path
+    default: /etc/sysctl.d/90-netscale-multinic.conf
+  bpffs_root:
+    description: bpffs mount point (mounted when absent).
+    type: path
+    default: /sys/fs/bpf
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Datapath from the plan, eBPF accelerated
+  netscale.multinic.multinic_datapath:
+    host: "{{ multinic_host }}"
+    bpf_object: /usr/lib/netscale-multinic/bpf/multinic_datapath.o
+
+- name: Remove it again
+  netscale.multinic.multinic_datapath:
+    host: "{{ multinic_host }}"
+    state: absent
+"""
+
+RETURN = r"""
+changes:
+  description: One line per change made (or, in check mode, that would be made).
+  returned: always
+  type: list
+  elements: str
+mode:
+  description: C(ebpf) or C(kernel).
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as S
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type="dict"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            ebpf=dict(type="bool", default=True),
+            bpf_object=dict(type="path"),
+            nic_pattern=dict(type="str"),
+            manage_nic_addresses=dict(type="bool", default=True),
+            state_dir=dict(type="path", default="/var/lib/netscale-multinic"),
+            sysctl_file=dict(type="path", default="/etc/sysctl.d/90-netscale-multinic.conf"),
+            bpffs_root=dict(type="path", default="/sys/fs/bpf"),
+        ),
+        supports_check_mode=True)
+    p = module.params
+    opts = core.Options(state_dir=p["state_dir"], sysctl_file=p["sysctl_file"], bpffs_root=p["bpffs_root"],
+                        bpf_object=p["bpf_object"], nic_pattern=p["nic_pattern"],
+                        manage_nic_addresses=p["manage_nic_addresses"])
+    try:
+        if p["state"] == "absent":
+            sp = S.build_spec(p["host"], ebpf=p["ebpf"]) if p["host"] else None
+            dp = core.Datapath(sp, opts)
+            if dp.state is None and sp is None:
+                module.exit_json(changed=False, changes=[], mode="absent")
+            changes = dp.remove(check_mode=module.check_mode)
+        else:
+            sp = S.build_spec(p["host"], ebpf=p["ebpf"])
+            dp = core.Datapath(sp, opts)
+            changes = dp.apply(check_mode=module.check_mode)
+    except MultinicError as e:
+        module.fail_json(msg=str(e), changes=[])
+    diff = {"before": "", "after": "".join("%s\n" % c for c in changes),
+            "before_header": "host datapath", "after_header": "changes"}
+    module.exit_json(changed=bool(changes), changes=changes,
+                     mode="absent" if p["state"] == "absent" else ("ebpf" if p["ebpf"] else "kernel"),
+                     diff=diff if changes else {})
+
+
+if __name__ == "__main__":
+    main()
