@@ -1,0 +1,142 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: frr_config
+short_description: Validate, diff and apply an intended FRR config with frr-reload.py (no daemon restart)
+version_added: 0.1.0
+author:
+  - netscale network engineering (@netscale)
+description:
+  - Writes the candidate config (mode 0600), checks it with C(vtysh -C -f), computes the delta against
+    the running config with C(frr-reload.py --test) and applies it with C(frr-reload.py --reload).
+    bgpd is never restarted; sessions not touched by the delta stay up.
+  - Success means the running config matches the candidate afterwards (a second C(--test) shows no
+    delta), so a second run reports no change.
+  - TCP-MD5 keys and other passwords are redacted in the diff, warnings and errors; frr-reload.py is
+    run with C(--stdout --log-level error) so it does not log the applied lines (with the keys) to
+    /var/log/frr/frr-reload.log.
+options:
+  content:
+    description: The intended config text (integrated frr.conf format).
+    type: str
+    required: true
+  candidate_path:
+    description: Where the candidate is kept on the device (mode 0600). Default C(<confdir>/netscale-intended.conf).
+    type: path
+  confdir:
+    description: FRR config directory (frr-reload.py C(--confdir)); C(vtysh write) persists to C(<confdir>/frr.conf).
+    type: path
+    default: /etc/frr
+  vty_socket:
+    description: Directory of the daemons' vty sockets when not the default.
+    type: path
+  bindir:
+    description: Directory holding vtysh.
+    type: path
+    default: /usr/bin
+  rundir:
+    description: Scratch directory for frr-reload.py (its temporary files hold the applied lines).
+    type: path
+    default: /var/run/frr
+  reload_script:
+    description: Path of frr-reload.py.
+    type: path
+    default: /usr/lib/frr/frr-reload.py
+  python:
+    description: Python interpreter for frr-reload.py.
+    type: path
+    default: /usr/bin/python3
+attributes:
+  check_mode:
+    support: full
+    description: Validates and computes the delta with a scratch candidate that is removed afterwards; nothing changes.
+  diff_mode:
+    support: full
+    description: The exact delta frr-reload.py applies, as C(-) and C(+) lines (secrets redacted).
+  platform:
+    support: full
+    platforms: posix
+requirements:
+  - FRR with vtysh and frr-reload.py (Debian/Ubuntu package frr-pythontools)
+"""
+
+EXAMPLES = r"""
+- name: Apply the rendered ToR config
+  netscale.multinic.frr_config:
+    content: "{{ lookup('ansible.builtin.file', 'intended/configs/' ~ inventory_hostname ~ '.cfg') }}"
+"""
+
+RETURN = r"""
+added:
+  description: Number of command blocks added by the delta.
+  returned: always
+  type: int
+deleted:
+  description: Number of command blocks removed by the delta.
+  returned: always
+  type: int
+delta:
+  description: The delta as text (secrets redacted).
+  returned: always
+  type: str
+candidate:
+  description: Path of the kept candidate (absent in check mode).
+  returned: when not in check mode
+  type: str
+"""
+
+import os  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply  # noqa: E402
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            content=dict(type="str", required=True, no_log=True),
+            candidate_path=dict(type="path"),
+            confdir=dict(type="path", default="/etc/frr"),
+            vty_socket=dict(type="path"),
+            bindir=dict(type="path", default="/usr/bin"),
+            rundir=dict(type="path", default="/var/run/frr"),
+            reload_script=dict(type="path", default="/usr/lib/frr/frr-reload.py"),
+            python=dict(type="path", default="/usr/bin/python3"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    for path, what in ((p["reload_script"], "reload_script"), (os.path.join(p["bindir"], "vtysh"), "bindir")):
+        if not os.path.exists(path):
+            module.fail_json(msg="%s: %s does not exist; install FRR with frr-pythontools or set %s"
+                             % (what, path, what))
+    target = frr_apply.FrrTarget(bindir=p["bindir"], confdir=p["confdir"], vty_socket=p["vty_socket"],
+                                 rundir=p["rundir"] if os.path.isdir(p["rundir"]) else None,
+                                 reload_script=p["reload_script"], python=p["python"])
+
+    def run(argv):
+        return module.run_command(argv, umask=0o077)
+
+    candidate = p["candidate_path"] or os.path.join(p["confdir"], "netscale-intended.conf")
+    try:
+        res = frr_apply.converge(run, target, p["content"], check_mode=module.check_mode,
+                                 candidate_path=candidate, scratch_dir=target.rundir or None)
+    except frr_apply.FrrApplyError as exc:
+        module.fail_json(msg=str(exc), output=exc.output)
+    for w in res["warnings"][:20]:
+        module.warn("frr-reload.py: %s" % w)
+    out = dict(changed=res["changed"], added=res["added"], deleted=res["deleted"], delta=res["diff"])
+    if res["candidate"]:
+        out["candidate"] = res["candidate"]
+    if module._diff and res["changed"]:
+        out["diff"] = {"prepared": res["diff"]}
+    module.exit_json(**out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# Apache License 2.0 (see LICENSE)
+# Documentation only: the work is done by the action plugin of the same name on the controller.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: tor_render
+short_description: Render ToR and spine BGP configs (FRR, SONiC, Arista EOS) from the fabric plan
+version_added: 0.1.0
+author:
+  - netscale network engineering (@netscale)
+description:
+  - Runs on the controller. Plans the fabric from the topology file and computes, per rack, the ToR's
+    BGP policy (one eBGP session per task slot and host NIC from the container's per-NIC address,
+    per-host inbound prefix-lists permitting exactly the host's task IPs, nothing sent to hosts, only
+    the rack aggregate upstream, ECMP with multipath-relax, timers 3/9, GTSM, TCP-MD5 per host) and
+    per spine the policy accepting only rack aggregates.
+  - Writes O(dest)/configs/<device>.cfg (mode 0600, it may hold TCP-MD5 keys) and
+    O(dest)/structured_configs/<device>.yml (keys redacted). Only changed files are rewritten, so a
+    second run reports no change.
+  - The platform comes from the topology (C(racks[].tor.platform)); templates per platform live in
+    C(plugins/module_utils/templates/tor/<set>/), capabilities in C(tor_policy.PLATFORMS).
+options:
+  topology:
+    description: Fabric topology file. Default is the host variable C(multinic_topology_file).
+    type: path
+  dest:
+    description: The intended/ directory.
+    type: path
+    default: intended
+  devices:
+    description: ToR and spine names to render. Default is every ToR and spine of the fabric.
+    type: list
+    elements: str
+  options:
+    description:
+      - Policy options, documented in docs/tor-policy.md - C(maximum_paths), C(timers), C(hop_limit),
+        C(md5) (required, optional, off), C(bfd), C(passive), C(ipv4_transport), C(maximum_prefix),
+        C(adj_rib_in), C(render_interfaces), C(spine_networks) and more.
+    type: dict
+    default: {}
+  md5_keys_var:
+    description:
+      - Name of the variable holding a mapping of host name to TCP-MD5 key (from vault). Read by name so the
+        keys never appear in the task's arguments or output.
+    type: str
+    default: tor_bgp_md5_keys
+attributes:
+  check_mode:
+    support: full
+    description:
+      - Renders and compares, writes nothing. Roles run it with C(check_mode=false) so the device
+        diff in check mode compares against the new intended config.
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: posix
+notes:
+  - Errors on bad input list every problem with the field, the value and the fix, and nothing is written.
+"""
+
+EXAMPLES = r"""
+- name: Render every ToR and spine config of the fabric
+  netscale.multinic.tor_render:
+    topology: inventories/lab/fabric.yml
+    dest: intended
+    options:
+      md5: required
+      bfd: {enabled: true}
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+written:
+  description: Files written (or that would be written in check mode).
+  returned: always
+  type: list
+  elements: str
+devices:
+  description: Per device its kind, platform, config path, sha256 of the config, session counts and
+    the sysctls the platform needs for L4 ECMP hashing.
+  returned: always
+  type: dict
+  sample: {"lab-r1-tor": {"kind": "tor", "platform": "frr", "config": "intended/configs/lab-r1-tor.cfg",
+           "counts": {"neighbors": 12}, "sysctls": {"net.ipv4.fib_multipath_hash_policy": 1}}}
+dest:
+  description: The intended/ directory used.
+  returned: always
+  type: str
+"""
