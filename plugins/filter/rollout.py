@@ -1,0 +1,27 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Rollout filters (waves, ToRs to restore); documentation in the same-named .yml files."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves
+
+
+def rollout_waves(hosts, canary=None, waves_spec=None, start_wave=None):
+    try:
+        return waves.plan_waves(list(hosts or []), canary or None, list(waves_spec or ["5%", "25%", "100%"]),
+                                start_wave or None)
+    except waves.WaveError as exc:
+        raise AnsibleFilterError("netscale.multinic.rollout_waves: %s" % exc)
+
+
+def rollout_restore_racks(all_waves, failed_wave, passed_waves=None):
+    return waves.racks_to_restore(list(all_waves or []), failed_wave, list(passed_waves or []))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"rollout_waves": rollout_waves, "rollout_restore_racks": rollout_restore_racks}

@@ -1,0 +1,204 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Rollout report: ``reports/<run id>/report.json`` is built up event by event (start, preflight,
+ToR, wave, snapshot, finish); ``report.md`` and ``nic_shares.svg`` are re-rendered from it after
+every event, so a run that dies half-way still leaves a readable report."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ansible_collections.netscale.multinic.plugins.module_utils.report import svg
+
+EVENTS = ("start", "preflight", "tor", "wave", "snapshot", "finish")
+JSON_NAME = "report.json"
+MD_NAME = "report.md"
+SVG_NAME = "nic_shares.svg"
+
+
+def empty(run_id):
+    return {"version": 1, "run": {"id": run_id, "status": "running"}, "preflight": {}, "tors": [],
+            "waves": [], "snapshots": [], "events": []}
+
+
+def load(directory, run_id=None):
+    path = os.path.join(directory, JSON_NAME)
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    return empty(run_id or os.path.basename(os.path.normpath(directory)))
+
+
+def _slim_gate(g):
+    """A gate result for the report: everything but the per-measurement values of passed gates
+    beyond the last one (they repeat)."""
+    g = dict(g)
+    ms = g.get("measurements") or []
+    if g.get("verdict") == "pass" and len(ms) > 3:
+        g["measurements"] = [dict(m, values={}) for m in ms[:-1]] + ms[-1:]
+    for k in ("invocation", "changed", "failed", "msg", "_ansible_no_log"):
+        g.pop(k, None)
+    return g
+
+
+def apply_event(report, event, data, now=None):
+    """Merge one event into ``report`` (a dict); returns the report."""
+    now = time.time() if now is None else now
+    data = dict(data or {})
+    if event not in EVENTS:
+        raise ValueError("event %r: use one of %s" % (event, ", ".join(EVENTS)))
+    report["events"].append({"event": event, "time": round(now, 3), "name": data.get("name")})
+    if event == "start":
+        report["run"].update(data)
+        report["run"].setdefault("started", round(now, 3))
+        report["run"]["status"] = "running"
+    elif event == "preflight":
+        report["preflight"].update(data)
+    elif event == "tor":
+        data["gates"] = [_slim_gate(g) for g in data.get("gates") or []]
+        _upsert(report["tors"], data, "name")
+    elif event == "wave":
+        data["gates"] = [_slim_gate(g) for g in data.get("gates") or []]
+        if "started" in data and "ended" in data:
+            data["seconds"] = round(data["ended"] - data["started"], 3)
+        _upsert(report["waves"], data, "name")
+    elif event == "snapshot":
+        report["snapshots"].append(data)
+    elif event == "finish":
+        report["run"].update(data)
+        report["run"]["ended"] = round(now, 3)
+        if report["run"].get("started"):
+            report["run"]["seconds"] = round(now - report["run"]["started"], 3)
+    return report
+
+
+def _upsert(items, data, key):
+    for it in items:
+        if it.get(key) == data.get(key):
+            it.update(data)
+            return
+    items.append(data)
+
+
+def share_rows(report):
+    """Rows for the plot: the last nic_shares gate of every host."""
+    rows = {}
+    for w in report.get("waves") or []:
+        for g in w.get("gates") or []:
+            if g.get("gate") != "nic_shares":
+                continue
+            per = (g.get("values") or {}).get("per_direction") or {}
+            for direction, d in sorted(per.items()):
+                rows[(g.get("target"), direction)] = {"host": g.get("target") or "?", "direction": direction,
+                                                      "shares": d.get("shares") or {}, "verdict": g.get("verdict")}
+    return [rows[k] for k in sorted(rows, key=lambda k: (str(k[0]), k[1]))]
+
+
+def _fmt_values(v, limit=6):
+    parts = []
+    for k, val in sorted((v or {}).items()):
+        if k in ("detail", "per_direction") or isinstance(val, (dict, list)):
+            continue
+        parts.append("%s=%s" % (k, val))
+    return ", ".join(parts[:limit])
+
+
+def _fmt_detail(v, limit=4):
+    det = (v or {}).get("detail") or []
+    out = []
+    for d in det[:limit]:
+        if isinstance(d, dict):
+            out.append(" ".join("%s=%s" % (k, d[k]) for k in sorted(d)))
+        else:
+            out.append(str(d))
+    if len(det) > limit:
+        out.append("... %d more" % (len(det) - limit))
+    return "; ".join(out)
+
+
+def _esc(s):
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report):
+    run = report.get("run") or {}
+    lines = ["# Rollout report %s" % run.get("id", ""), ""]
+    lines.append("| | |")
+    lines.append("|---|---|")
+    for k in ("status", "check_mode", "fabric", "inventory", "canary", "waves_spec", "start_wave",
+              "failed_wave", "seconds"):
+        if k in run:
+            lines.append("| %s | %s |" % (k, _esc(run[k])))
+    if run.get("message"):
+        lines.append("| message | %s |" % _esc(run["message"]))
+    lines.append("")
+    pf = report.get("preflight") or {}
+    if pf:
+        lines += ["## Preflight", ""]
+        for k, v in sorted(pf.items()):
+            lines.append("- **%s**: %s" % (k, _esc(v if not isinstance(v, (dict, list)) else json.dumps(v, sort_keys=True))))
+        lines.append("")
+    if report.get("tors"):
+        lines += ["## ToR policy (rack by rack)", "", "| ToR | rack | changed | gates | backup |", "|---|---|---|---|---|"]
+        for t in report["tors"]:
+            gates = ", ".join("%s %s" % (g.get("gate"), g.get("verdict")) for g in t.get("gates") or [])
+            lines.append("| %s | %s | %s | %s | %s |" % (t.get("name"), t.get("rack", ""), t.get("changed", ""),
+                                                         _esc(gates), t.get("backup", "")))
+        lines.append("")
+    lines += ["## Waves", "", "| wave | hosts | status | seconds | gates passed | failed gates |",
+              "|---|---|---|---|---|---|"]
+    for w in report.get("waves") or []:
+        gates = w.get("gates") or []
+        passed = sum(1 for g in gates if g.get("verdict") == "pass")
+        failed = ["%s@%s" % (g.get("gate"), g.get("target")) for g in gates if g.get("verdict") != "pass"]
+        lines.append("| %s | %s | %s | %s | %d/%d | %s |" % (
+            w.get("name"), ", ".join(w.get("hosts") or []), w.get("status", ""), w.get("seconds", ""),
+            passed, len(gates), _esc(", ".join(failed))))
+    lines.append("")
+    for w in report.get("waves") or []:
+        lines += ["### Wave %s (%s)" % (w.get("name"), w.get("status", "")), ""]
+        if w.get("failed_hosts"):
+            lines.append("Failed hosts: %s" % ", ".join(w["failed_hosts"]))
+            lines.append("")
+        if w.get("rollback"):
+            lines.append("Rollback: %s" % _esc(json.dumps(w["rollback"], sort_keys=True)))
+            lines.append("")
+        if w.get("gates"):
+            lines += ["| gate | target | verdict | values | detail | reason | s |", "|---|---|---|---|---|---|---|"]
+            for g in w["gates"]:
+                lines.append("| %s | %s | **%s** | %s | %s | %s | %s |" % (
+                    g.get("gate"), g.get("target", ""), g.get("verdict"), _esc(_fmt_values(g.get("values"))),
+                    _esc(_fmt_detail(g.get("values"))), _esc(g.get("reason", "")), g.get("seconds", "")))
+            lines.append("")
+    if report.get("snapshots"):
+        lines += ["## Snapshots (captured at detection time)", ""]
+        for s in report["snapshots"]:
+            lines.append("- %s (%s, wave %s): `%s`" % (s.get("node"), s.get("kind", ""), s.get("wave", ""),
+                                                       s.get("path", "")))
+        lines.append("")
+    if share_rows(report):
+        lines += ["## Per-NIC shares", "", "![per-NIC shares](%s)" % SVG_NAME, ""]
+    return "\n".join(lines)
+
+
+def write(directory, report, tolerance=None):
+    """Write report.json, report.md and (when probes ran) nic_shares.svg; returns the paths."""
+    os.makedirs(directory, exist_ok=True)
+    paths = {"json": os.path.join(directory, JSON_NAME), "markdown": os.path.join(directory, MD_NAME)}
+    _atomic(paths["json"], json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
+    _atomic(paths["markdown"], render_markdown(report) + "\n")
+    rows = share_rows(report)
+    if rows:
+        paths["svg"] = os.path.join(directory, SVG_NAME)
+        _atomic(paths["svg"], svg.shares_svg(rows, tolerance))
+    return paths
+
+
+def _atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rollout_snapshot
+short_description: Capture a node's state at detection time (triage) or a comparable state dump
+version_added: 0.1.0
+author:
+  - netscale network engineering (@netscale)
+description:
+  - V(triage) runs read-only commands and returns their output. GPU hosts (O(kind=host)) - addresses, links with
+    counters, routes and rules (all tables), neighbours and proxy entries, tc qdiscs, BPF programs, workload
+    namespaces, nstat counters, C(netscale*) units and their journal. FRR boxes (O(kind=frr)) - BGP summary and
+    neighbors, routes, running config, link counters, kernel routes, nstat.
+  - V(state) (hosts) returns a normalised dump meant to be compared before and after a change - addresses,
+    routes, rules, proxy entries, networking sysctls, tc filters and qdiscs per device, C(netscale*) units and unit
+    files, workload namespaces with their addresses and routes. Counters, timers, lifetimes and BPF program ids
+    are left out.
+  - Nothing is changed.
+options:
+  profile:
+    description: V(triage) or V(state).
+    type: str
+    choices: [triage, state]
+    default: triage
+  kind:
+    description: Node kind (V(host) GPU host, V(frr) ToR/spine running FRR).
+    type: str
+    choices: [host, frr]
+    default: host
+  node:
+    description: Name recorded in the result (default the inventory hostname given by the caller).
+    type: str
+  workload_netns:
+    description: Workload namespaces to include in a V(state) dump (default every namespace in C(ip netns)).
+    type: list
+    elements: str
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: No diff.
+  platform:
+    support: full
+    description: Linux with iproute2; bpftool, nstat, systemd and vtysh are used when present.
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Snapshot a failing host
+  netscale.multinic.rollout_snapshot:
+    kind: host
+    node: "{{ inventory_hostname }}"
+  register: snap
+
+- name: Comparable dump before the change
+  netscale.multinic.rollout_snapshot:
+    profile: state
+  register: before
+"""
+
+RETURN = r"""
+node:
+  description: Node name.
+  returned: always
+  type: str
+kind:
+  description: Node kind.
+  returned: always
+  type: str
+time:
+  description: Capture time (epoch seconds).
+  returned: always
+  type: float
+commands:
+  description: Triage - per command its argv, rc, stdout (parsed when JSON) and stderr.
+  returned: profile=triage
+  type: dict
+state:
+  description: State - the normalised dump.
+  returned: profile=state
+  type: dict
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.netscale.multinic.plugins.module_utils.report import snapshot
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            profile=dict(type="str", choices=["triage", "state"], default="triage"),
+            kind=dict(type="str", choices=["host", "frr"], default="host"),
+            node=dict(type="str"),
+            workload_netns=dict(type="list", elements="str"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+
+    def run(argv):
+        if module.get_bin_path(argv[0]) is None:
+            return 127, "", "%s: not installed" % argv[0]
+        return module.run_command(argv)
+
+    res = {"changed": False, "node": p["node"] or "", "kind": p["kind"], "profile": p["profile"],
+           "time": round(time.time(), 3)}
+    if p["profile"] == "state":
+        res["state"] = snapshot.state_dump(run, p["workload_netns"])
+    else:
+        res["commands"] = snapshot.capture(run, p["kind"])
+    module.exit_json(**res)
+
+
+if __name__ == "__main__":
+    main()
