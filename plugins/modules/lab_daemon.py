@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -9,7 +9,7 @@ module: lab_daemon
 short_description: Kill, start or restart a daemon on a lab node (failure injection)
 version_added: 0.1.0
 author:
-  - netscale network engineering
+  - netscale network engineering (@netscale)
 description:
   - On a spine or ToR, acts on an FRR daemon (C(zebra), C(staticd), C(bgpd), C(bfdd)) found by its PID file
     in the node's private C(/var/run/frr). C(kill) sends SIGKILL to that PID. C(start) starts it with the
@@ -47,8 +47,11 @@ attributes:
     description: Reports what would be done.
   diff_mode:
     support: none
+    description: Nothing to diff.
   platform:
+    support: full
     platforms: posix
+    description: Runs on the machine that hosts the lab (connection local, root).
 notes:
   - Runs on the lab machine as root (connection local).
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -9,7 +9,7 @@ module: lab_fabric
 short_description: Build or tear down the netscale.multinic fabric lab on this machine
 version_added: 0.1.0
 author:
-  - netscale network engineering
+  - netscale network engineering (@netscale)
 description:
   - Builds the embedded fabric lab from a topology file with a C(lab) section, using the planner's
     addresses; nothing is hard-coded.
@@ -66,7 +66,9 @@ attributes:
     support: full
     description: Shows the lab status before and after.
   platform:
+    support: full
     platforms: posix
+    description: Runs on the machine that hosts the lab (connection local, root).
 notes:
   - Runs on the machine that hosts the lab, as root (use C(connection=local)).
   - Needs frr, iproute2, util-linux (unshare, nsenter), debootstrap, nftables and iperf3

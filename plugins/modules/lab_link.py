@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -9,7 +9,7 @@ module: lab_link
 short_description: Set link speed, link state or silent loss of a lab GPU host NIC
 version_added: 0.1.0
 author:
-  - netscale network engineering
+  - netscale network engineering (@netscale)
 description:
   - Link speed is a C(tbf) root qdisc at O(speed) on the ToR port (traffic to the host) and/or on the host NIC
     (traffic to the ToR). The lab kernel has no netem or fq; tbf is what emulates a NIC's line rate.
@@ -74,8 +74,11 @@ attributes:
     description: Reports what would change.
   diff_mode:
     support: none
+    description: Nothing to diff.
   platform:
+    support: full
     platforms: posix
+    description: Runs on the machine that hosts the lab (connection local, root).
 notes:
   - Runs on the lab machine as root (connection local); the lab must be running (netscale.multinic.lab_fabric).
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -9,7 +9,7 @@ module: lab_probe
 short_description: Traffic probe between a lab GPU host (or a namespace on it) and the storage node
 version_added: 0.1.0
 author:
-  - netscale network engineering
+  - netscale network engineering (@netscale)
 description:
   - Starts a one-off iperf3 server in the lab's storage node, runs O(flows) parallel iperf3 flows for
     O(duration) seconds from the host itself or from a network namespace inside it (O(netns), e.g. the
@@ -57,10 +57,14 @@ options:
 attributes:
   check_mode:
     support: none
+    description: Skipped in check mode (it runs traffic).
   diff_mode:
     support: none
+    description: Nothing to diff.
   platform:
+    support: full
     platforms: posix
+    description: Runs on the machine that hosts the lab (connection local, root).
 notes:
   - Runs on the lab machine as root (connection local).
 """

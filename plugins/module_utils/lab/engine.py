@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Build, check and tear down the fabric lab from the planner's output.
 
 Nodes:
@@ -511,7 +511,7 @@ class Lab(object):
                 self.vtysh(name, ["-b"])
             except Exception as e:  # collected, raised in the main thread
                 errors.append(e)
-        threads = [threading.Thread(target=one, args=(n,)) for n, _ in nodes]
+        threads = [threading.Thread(target=one, args=(n,)) for n, _conf in nodes]
         for t in threads:
             t.start()
         for t in threads:
@@ -535,11 +535,11 @@ class Lab(object):
             with open(os.path.join(cg, "cgroup.procs"), "w") as f:
                 f.write("0")
         p = subprocess.run(self.nsenter_box(node) + frrmod.daemon_argv(daemon), stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, preexec_fn=pre, timeout=30)
+                           capture_output=True, text=True, preexec_fn=pre, timeout=30, check=False)
         pidfile = os.path.join(d, "run-frr", "%s.pid" % daemon)
         if p.returncode != 0:
-            raise LabError("node %s: %s failed to start (rc=%d): %s" % (node, daemon, p.returncode,
-                                                                         (p.stderr or p.stdout).strip()))
+            why = (p.stderr or p.stdout).strip()
+            raise LabError("node %s: %s failed to start (rc=%d): %s" % (node, daemon, p.returncode, why))
         pid = _read_pid(pidfile)
         if pid is None:
             raise LabError("node %s: %s started but wrote no pid file %s" % (node, daemon, pidfile))
@@ -614,7 +614,7 @@ class Lab(object):
                         removed.append("link %s/%s" % (r["netns"], r["dev"]))
         for r in res:
             if r["type"] == "netns" and _netns_exists(r["name"]):
-                rc, _, err = run(["ip", "netns", "del", r["name"]], check=False)
+                rc, _out, err = run(["ip", "netns", "del", r["name"]], check=False)
                 if rc == 0:
                     removed.append("netns %s" % r["name"])
                 else:

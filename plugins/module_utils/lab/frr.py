@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """FRR configuration of the lab's spine and ToRs.
 
 The ToR text here is a PLACEHOLDER (announce the rack aggregate to the spine, nothing else) until

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Base root filesystem of the lab GPU hosts: debootstrap minbase bookworm with systemd.
 
 Cached under /var/cache/netscale-multinic/images/<key>/rootfs where <key> is the sha256 of the

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Lab operations: per-NIC link speed (tbf), failure injection and the traffic probe.
 
 Every function takes an open Lab (see common.open_lab) whose state file exists, is idempotent
@@ -45,12 +45,17 @@ def jain(values):
     return round(sum(vals) ** 2 / (len(vals) * sq), 4)
 
 
+def _in_ns(ns):
+    """Command prefix that runs in a named network namespace (mount namespace untouched)."""
+    return ["nsenter", "--net=" + os.path.join("/run/netns", ns), "--"]
+
+
 def _state(lab):
     data = load(lab.fabric, lab.state_root)
     if data is None or data.get("status") != "ready":
+        what = "missing" if data is None else data.get("status")
         raise LabError("lab %s is not running (state file %s: %s); build it first: "
-                       "ansible-playbook playbooks/lab.yml" % (lab.fabric, lab.state_file,
-                                                              "missing" if data is None else data.get("status")))
+                       "ansible-playbook playbooks/lab.yml" % (lab.fabric, lab.state_file, what))
     lab.state = State(lab.fabric, lab.state_root, data)
     return data
 
@@ -77,7 +82,7 @@ def _ends(h, n, direction):
 
 # ---------------------------------------------------------------- link speed (tbf)
 def _root_qdisc(ns, dev):
-    out = run(["nsenter", "--net=/run/netns/%s" % ns, "--", "tc", "-j", "qdisc", "show", "dev", dev])[1]
+    out = run(_in_ns(ns) + ["tc", "-j", "qdisc", "show", "dev", dev])[1]
     for q in json.loads(out or "[]"):
         if q.get("root"):
             return q
@@ -108,7 +113,7 @@ def set_speed(lab, host, nic, speed, direction="both", burst="256kb", latency="2
         changed = True
         done.append("%s/%s: %s" % (ns, dev, " ".join(cmd[1:])))
         if not check:
-            run(["nsenter", "--net=/run/netns/%s" % ns, "--"] + cmd)
+            run(_in_ns(ns) + cmd)
     return {"changed": changed, "actions": done, "host": host, "nic": n["name"], "tor_port": n["tor_port"],
             "speed_bits": want}
 
@@ -144,7 +149,7 @@ def set_loss(lab, host, nic, present, direction="both", check=False):
     changed, done = False, []
     for ns, dev in where:
         table = _loss_table(dev)
-        rc = run(["nsenter", "--net=/run/netns/%s" % ns, "--", "nft", "list", "table", "netdev", table], check=False)[0]
+        rc = run(_in_ns(ns) + ["nft", "list", "table", "netdev", table], check=False)[0]
         exists = rc == 0
         if exists == bool(present):
             continue
@@ -155,9 +160,9 @@ def set_loss(lab, host, nic, present, direction="both", check=False):
         if present:
             rules = ('table netdev %s {\n chain ingress {\n  type filter hook ingress device "%s" priority -500;'
                      ' policy drop;\n }\n}\n' % (table, dev))
-            run(["nsenter", "--net=/run/netns/%s" % ns, "--", "nft", "-f", "-"], input_text=rules)
+            run(_in_ns(ns) + ["nft", "-f", "-"], input_text=rules)
         else:
-            run(["nsenter", "--net=/run/netns/%s" % ns, "--", "nft", "delete", "table", "netdev", table])
+            run(_in_ns(ns) + ["nft", "delete", "table", "netdev", table])
     return {"changed": changed, "actions": done, "host": host, "nic": n["name"], "loss": bool(present)}
 
 
@@ -343,7 +348,7 @@ def _wait_listen(ns, port, proc, timeout):
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise LabError("probe: iperf3 server on port %d exited (rc=%s); is the port in use?" % (port, proc.returncode))
-        out = run(["nsenter", "--net=/run/netns/%s" % ns, "--", "ss", "-Hltn", "sport", "= :%d" % port], check=False)[1]
+        out = run(_in_ns(ns) + ["ss", "-Hltn", "sport", "= :%d" % port], check=False)[1]
         if out.strip():
             return
         time.sleep(0.02)

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Process helpers: running commands, PID identity (pid + start time) and safe kills."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class LabError(Exception):
 def run(argv, input_text=None, check=True, timeout=120):
     """Run a command, return (rc, stdout, stderr). Raises LabError with the command on failure."""
     try:
-        p = subprocess.run(argv, input=input_text, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(argv, input=input_text, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError:
         raise LabError("command not found: %s (install it: bash scripts/setup.sh)" % argv[0])
     except subprocess.TimeoutExpired:
@@ -62,7 +62,7 @@ def reap():
     """Collect exited children of this process (so they stop being zombies)."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, _status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:

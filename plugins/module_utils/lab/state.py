@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The lab state file: every object the lab created, written as each one is created.
 
 Layout of /run/netscale-multinic/lab/<fabric>/state.json::
