@@ -269,13 +269,13 @@ class Datapath(object):
         for key, val in S.HOST_SYSCTLS:
             if R.sysctl_get(key) not in (None, val):  # None: not in this namespace (neigh.default)
                 ch.append(Change("sysctl %s=%s (was %s)" % (key, val, R.sysctl_get(key)),
-                                 lambda k=key, v=val: self._set_sysctl(k, v)))
+                                 lambda k=key, v=val, p=R.sysctl_get(key): self._set_sysctl(k, v, p)))
         for nic in sp["nics"]:
             for tmpl, val in S.NIC_SYSCTLS:
                 key = tmpl.format(nic=nic["name"])
                 if R.sysctl_get(key) not in (None, val):
                     ch.append(Change("sysctl %s=%s (was %s)" % (key, val, R.sysctl_get(key)),
-                                     lambda k=key, v=val: self._set_sysctl(k, v)))
+                                     lambda k=key, v=val, p=R.sysctl_get(key): self._set_sysctl(k, v, p)))
         # 2. NIC addresses
         for nic in sp["nics"]:
             for fam in ("ipv4", "ipv6"):
@@ -431,9 +431,23 @@ class Datapath(object):
         return ch
 
     # ---- actions -----------------------------------------------------------------------------
-    def _ensure_state(self):
+    def collateral(self):
+        """Per-interface sysctls that writing a conf.all / conf.default key propagates to."""
+        out = {}
+        devs = ["lo"] + [n["name"] for n in self.spec["nics"]]
+        for key, _ in S.HOST_SYSCTLS:
+            for scope in (".conf.all.", ".conf.default."):
+                if scope in key:
+                    for d in devs:
+                        k = key.replace(scope, ".conf.%s." % d)
+                        out[k] = R.sysctl_get(k)
+        return out
+
+    def _ensure_state(self, collateral=None):
         if self.state is None:
             self.state = self._new_state()
+        if collateral is not None and "sysctl_collateral" not in self.state:
+            self.state["sysctl_collateral"] = collateral
         self.state["spec"] = self.spec
         self._save_state()
 
@@ -459,8 +473,10 @@ class Datapath(object):
         with open(self.o.sysctl_file, "w") as f:
             f.write(content)
 
-    def _set_sysctl(self, key, value):
-        self._remember_sysctl(key)
+    def _set_sysctl(self, key, value, prev=None):
+        if key not in self.state["sysctl_prev"]:
+            self.state["sysctl_prev"][key] = prev if prev is not None else R.sysctl_get(key)
+            self._save_state()
         R.sysctl_set(key, value)
         self.r.log.append("sysctl %s=%s" % (key, value))
 
@@ -531,12 +547,13 @@ class Datapath(object):
         self.validate()
         if self.spec["ebpf"] and self.o.bpf_object is None:
             raise bpfmod.BpfError("ebpf mode needs bpf_object")
+        collateral = self.collateral()
         base = self.plan_base()
         done = [c.desc for c in base]
         if check_mode:
             return done + [c.desc for c in self.plan_bpf()]
         if base or self.state is None or self.state.get("spec") != self.spec:
-            self._ensure_state()
+            self._ensure_state(collateral)
         for c in base:
             c.fn()
         self._cache = {}
@@ -595,6 +612,8 @@ class Datapath(object):
         for key, prev in sorted(st.get("sysctl_prev", {}).items()):
             if prev is not None and R.sysctl_get(key) not in (None, prev):
                 ch.append(Change("sysctl %s=%s (restore)" % (key, prev), lambda k=key, v=prev: R.sysctl_set(k, v)))
+        for key, prev in sorted(st.get("sysctl_collateral", {}).items()):
+            ch.append(Change(None, lambda k=key, v=prev: self._restore_collateral(k, v)))
         if os.path.exists(self.o.sysctl_file):
             prev = st.get("sysctl_file_prev")
             ch.append(Change("%s %s" % ("restore" if prev else "delete", self.o.sysctl_file),
@@ -605,7 +624,12 @@ class Datapath(object):
         if not check_mode:
             for c in ch:
                 c.fn()
-        return [c.desc for c in ch]
+        return [c.desc for c in ch if c.desc]
+
+    def _restore_collateral(self, key, value):
+        if value is not None and R.sysctl_get(key) not in (None, value):
+            R.sysctl_set(key, value)
+            self.r.log.append("sysctl %s=%s (restore)" % (key, value))
 
     def _restore_sysctl_file(self, prev):
         if prev:

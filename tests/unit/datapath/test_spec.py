@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+"""Unit tests of the datapath spec (pure): names, addresses, routes, proxies, map encoding, bad input."""
+import copy
+import struct
+
+import pytest
+import yaml
+
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as S, core, bpf
+
+
+@pytest.fixture(scope="module")
+def plan():
+    with open("inventories/lab/fabric.yml") as f:
+        topo = load_topology(yaml.safe_load(f))
+    p = FabricPlan(topo).allocate()
+    return dict((h.name, p.host_data(h)) for h in topo.hosts)
+
+
+def test_spec_names_and_addresses(plan):
+    sp = S.build_spec(plan["lab-r1-h2"])
+    assert [n["name"] for n in sp["nics"]] == ["eth0", "eth1", "eth2", "eth3"]
+    assert sp["slots"][0]["netns"] == "mn-slot1"
+    assert [v["veth"] for v in sp["slots"][1]["nics"]] == ["ms2-eth0", "ms2-eth1", "ms2-eth2", "ms2-eth3"]
+    assert sp["slots"][0]["task_ipv6"] == plan["lab-r1-h2"]["slots"][0]["task_ip"]["ipv6"]
+    assert sp["families"] == ["ipv4", "ipv6"]
+
+
+def test_same_code_two_and_four_nics(plan):
+    for name, n in (("lab-r1-h1", 2), ("lab-r1-h2", 4)):
+        dp = core.Datapath(S.build_spec(plan[name]), core.Options(state_dir="/nonexistent"))
+        ns = dp.ns_routes(dp.spec["slots"][0])
+        default = [r for r in ns if r[2] == "default"]
+        assert len(default) == 2 and all(len(r[3]) == n for r in default)
+        # each ToR gateway pinned to its own veth, /32 and /128, sourced from that NIC's address
+        pins = [r for r in ns if r[2] != "default"]
+        assert len(pins) == 2 * n
+        assert len(dp.rules()) == 2 * 2 * n * 2
+        assert len(dp.proxies()) == 2 * (2 * n + 2)
+
+
+def test_bad_input(plan):
+    with pytest.raises(S.DatapathInputError, match="no entry for this host"):
+        S.build_spec(None)
+    bad = copy.deepcopy(plan["lab-r1-h1"])
+    bad["nics"][0]["name"] = "averyverylongname"
+    with pytest.raises(S.DatapathInputError, match="too long"):
+        S.build_spec(bad)
+    sp = S.build_spec(plan["lab-r1-h1"])
+    with pytest.raises(S.DatapathInputError, match="eth1 of the plan not found"):
+        S.check_nics(sp, ["eth0", "eno1"])
+    with pytest.raises(S.DatapathInputError, match="plan has 2 NICs"):
+        S.check_nics(sp, ["eth0", "eth1", "eth2"])
+    S.check_nics(sp, ["eth0", "eth1", "mgmt0"])
+
+
+def test_map_encoding(plan):
+    sp = S.build_spec(plan["lab-r1-h1"])
+    host_links = {"eth0": {"ifindex": 2, "address": "02:00:00:00:00:02"},
+                  "eth1": {"ifindex": 3, "address": "02:00:00:00:00:03"}}
+    ns_links = {}
+    i = 10
+    for s in sp["slots"]:
+        ns_links[s["netns"]] = {}
+        for v in s["nics"]:
+            host_links[v["veth"]] = {"ifindex": i, "address": "02:00:00:00:01:%02x" % i}
+            ns_links[s["netns"]][v["ifname"]] = {"ifindex": 2, "address": "02:00:00:00:02:%02x" % i}
+            i += 1
+    m = bpf.desired_maps(sp, host_links, ns_links)
+    assert len(m["mn_nics"]) == bpf.MAX_NICS
+    assert struct.unpack("<II", m["mn_cfg"][struct.pack("<I", 0)]) == (2, 0)
+    # per slot: 2 NICs x (container v4 + v6 + task v4 + v6)
+    assert len(m["mn_ingress"]) == 2 * 2 * 4
+    key = bpf.ing_key(3, sp["slots"][0]["nics"][1]["ipv6"])
+    veth_if, dmac, smac = struct.unpack("<I6s6s", m["mn_ingress"][key])
+    assert veth_if == host_links["ms1-eth1"]["ifindex"]
+    assert len(key) == 24 and len(m["mn_ingress"][key]) == 16
