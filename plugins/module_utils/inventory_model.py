@@ -13,6 +13,7 @@ import json
 import os
 import re
 
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import alive
 from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
 
 LAB_STATE_DIR = "/run/netscale-multinic/lab"
@@ -38,11 +39,12 @@ def read_lab_state(fabric_name, state_dir=LAB_STATE_DIR):
         return {}
     nodes = state.get("nodes") or {}
     # A stale state file (lab torn down uncleanly, machine rebooted) must not point Ansible at
-    # some unrelated process that reused the PID: only keep nodes whose PID is alive.
+    # some unrelated process that reused the PID: keep nodes whose PID is alive with the start
+    # time the lab recorded.
     live = {}
     for name, node in nodes.items():
         pid = node.get("pid") if isinstance(node, dict) else None
-        if isinstance(pid, int) and os.path.exists("/proc/%d" % pid):
+        if isinstance(pid, int) and alive(pid, node.get("started")):
             live[name] = node
     return live
 

@@ -28,11 +28,14 @@ def test_lab_state_sets_nsenter_only_for_live_pids(tmp_path):
     state_dir = tmp_path / "lab"
     (state_dir / "lab").mkdir(parents=True)
     dead_pid = 2 ** 22 + 7  # above pid_max defaults: never alive
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import start_time
     (state_dir / "lab" / "state.json").write_text(json.dumps({"nodes": {
-        "lab-r1-h1": {"pid": os.getpid(), "kind": "gpu_host"},
+        "lab-r1-h1": {"pid": os.getpid(), "kind": "gpu_host", "started": start_time(os.getpid())},
+        "lab-r2-h1": {"pid": os.getpid(), "kind": "gpu_host", "started": 1},  # PID reused by another process
         "lab-r1-h2": {"pid": dead_pid, "kind": "gpu_host"}}}))
     view = build_inventory(topo, "inventories/lab/fabric.yml", state_dir=str(state_dir))
     live = view.hosts["lab-r1-h1"]["vars"]
     assert live["ansible_connection"] == "community.docker.nsenter" and live["ansible_nsenter_pid"] == os.getpid()
     assert "ansible_connection" not in view.hosts["lab-r1-h2"]["vars"]
+    assert "ansible_connection" not in view.hosts["lab-r2-h1"]["vars"]
     assert "lab-storage" in view.hosts and view.hosts["lab-storage"]["groups"] == ["lab_storage"]
