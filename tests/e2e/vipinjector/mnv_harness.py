@@ -75,6 +75,7 @@ class Harness(object):
         self.models = {}
         self.nobody = pwd.getpwnam("nobody")
         self.n = int(self.host["nic_count"])
+        self.bridge = len(self.slots) > 1
 
     # ---------------------------------------------------------------- topology
     def build(self):
@@ -90,9 +91,14 @@ class Harness(object):
             sh(["ip", "-n", ns, "link", "set", "lo", "up"])
         sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
         sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
+        # One slot: the ToR port is the veth itself (carrier loss reaches zebra at once, as on a
+        # real ToR port). Several slots share a NIC subnet: the ToR port is a bridge over them
+        # (a bridge adds ~1 s before a lost port takes its carrier down).
         for nic in self.host["nics"]:
             k = nic["index"]
             t = "t%d" % k
+            if not self.bridge:
+                continue
             sh(["ip", "-n", self.tor, "link", "add", t, "type", "bridge"])
             sh(["ip", "-n", self.tor, "addr", "add", "%s/%s" % (nic["gateway"]["ipv4"], nic["subnet"]["ipv4"].split("/")[1]), "dev", t])
             sh(["ip", "-n", self.tor, "addr", "add", "%s/64" % nic["gateway"]["ipv6"], "dev", t, "nodad"])
@@ -105,7 +111,13 @@ class Harness(object):
                 tn, cn = "mnv%s%dk%d" % (self.tag[-4:], s, k), "eth%d" % k
                 sh(["ip", "link", "add", tn, "type", "veth", "peer", "name", cn, "netns", ns])
                 sh(["ip", "link", "set", tn, "netns", self.tor])
-                sh(["ip", "-n", self.tor, "link", "set", tn, "master", "t%d" % k, "up"])
+                if self.bridge:
+                    sh(["ip", "-n", self.tor, "link", "set", tn, "master", "t%d" % k, "up"])
+                else:
+                    sh(["ip", "-n", self.tor, "addr", "add", "%s/%s" % (nic["gateway"]["ipv4"],
+                                                                     nic["subnet"]["ipv4"].split("/")[1]), "dev", tn])
+                    sh(["ip", "-n", self.tor, "addr", "add", "%s/64" % nic["gateway"]["ipv6"], "dev", tn, "nodad"])
+                    sh(["ip", "-n", self.tor, "link", "set", tn, "up"])
                 plen4 = nic["subnet"]["ipv4"].split("/")[1]
                 sh(["ip", "-n", ns, "addr", "add", "%s/%s" % (a["ipv4"], plen4), "dev", cn])
                 sh(["ip", "-n", ns, "addr", "add", "%s/64" % a["ipv6"], "dev", cn, "nodad"])
