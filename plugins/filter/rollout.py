@@ -19,7 +19,14 @@ def rollout_waves(hosts, canary=None, waves_spec=None, start_wave=None):
 
 
 def rollout_restore_racks(all_waves, failed_wave, passed_waves=None):
-    return waves.racks_to_restore(list(all_waves or []), failed_wave, list(passed_waves or []))
+    all_waves = list(all_waves or [])
+    if passed_waves is None:
+        # every wave before the failed one passed (or was skipped on resume: it passed in an earlier run)
+        names = [w["name"] for w in all_waves]
+        if failed_wave not in names:
+            raise AnsibleFilterError("netscale.multinic.rollout_restore_racks: wave %r not in %s" % (failed_wave, names))
+        passed_waves = names[:names.index(failed_wave)]
+    return waves.racks_to_restore(all_waves, failed_wave, list(passed_waves))
 
 
 class FilterModule(object):

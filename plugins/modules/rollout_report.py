@@ -75,6 +75,14 @@ status:
   description: Run status in the report after this event.
   returned: always
   type: str
+event:
+  description: The event recorded.
+  returned: always
+  type: str
+summary:
+  description: A few fields of the event for progress output (the rollout_progress callback prints them).
+  returned: always
+  type: dict
 """
 
 import json
@@ -117,7 +125,9 @@ def main():
         data.setdefault("check_mode", module.check_mode)
     model.apply_event(report, p["event"], data)
     paths = model.write(directory, report, p["share_tolerance"])
-    module.exit_json(changed=False, paths=paths, status=report["run"].get("status"))
+    summary = model.summarize_event(report, p["event"], data, directory)
+    module.exit_json(changed=False, paths=paths, status=report["run"].get("status"), event=p["event"],
+                     summary=summary)
 
 
 if __name__ == "__main__":

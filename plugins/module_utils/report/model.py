@@ -75,6 +75,29 @@ def apply_event(report, event, data, now=None):
     return report
 
 
+def summarize_event(report, event, data, directory):
+    """A few fields of an event for progress output."""
+    run = report.get("run") or {}
+    if event == "start":
+        return {"id": run.get("id"), "dir": directory,
+                "waves": ", ".join("%s(%d)" % (w.get("name"), len(w.get("hosts") or []))
+                                   for w in run.get("waves") or [])}
+    if event == "tor":
+        gates = data.get("gates") or []
+        return {"name": data.get("name"), "rack": data.get("rack"), "changed": data.get("changed"),
+                "gates": "%d/%d passed" % (sum(1 for g in gates if g.get("verdict") == "pass"), len(gates))}
+    if event == "wave":
+        w = [x for x in report.get("waves") or [] if x.get("name") == data.get("name")]
+        w = w[0] if w else data
+        return {"name": w.get("name"), "status": w.get("status"), "hosts": ", ".join(w.get("hosts") or []),
+                "seconds": w.get("seconds")}
+    if event == "snapshot":
+        return {"node": data.get("node"), "path": data.get("path")}
+    if event == "finish":
+        return {"id": run.get("id"), "status": run.get("status"), "markdown": os.path.join(directory, MD_NAME)}
+    return {}
+
+
 def _upsert(items, data, key):
     for it in items:
         if it.get(key) == data.get(key):

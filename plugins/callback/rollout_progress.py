@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: rollout_progress
+type: notification
+short_description: Wave progress and health-gate verdicts of a netscale.multinic rollout
+version_added: 0.1.0
+author:
+  - netscale network engineering (@netscale)
+description:
+  - Prints one line per rollout event next to the normal output - run start with the wave plan, each wave's
+    start and end (status, hosts, seconds), every health gate's verdict with its key numbers and the offending
+    host/NIC/prefix, snapshots and rollbacks, and where the report is.
+  - It reads the results of M(netscale.multinic.health_gate) and M(netscale.multinic.rollout_report) tasks; other
+    tasks are ignored.
+  - Enable it with C(callbacks_enabled = netscale.multinic.rollout_progress) in ansible.cfg or
+    C(ANSIBLE_CALLBACKS_ENABLED=netscale.multinic.rollout_progress).
+requirements:
+  - enable in configuration
+options:
+  show_passed_gates:
+    description: Also print gates that passed (failed and inconclusive ones are always printed).
+    type: bool
+    default: true
+    env:
+      - name: ROLLOUT_PROGRESS_SHOW_PASSED
+    ini:
+      - section: rollout_progress
+        key: show_passed_gates
+"""
+
+import time
+
+from ansible.plugins.callback import CallbackBase
+
+_GATE_ACTIONS = ("netscale.multinic.health_gate", "health_gate")
+_REPORT_ACTIONS = ("netscale.multinic.rollout_report", "rollout_report")
+_KEYS = {
+    "bgp_sessions": ("established", "expected"),
+    "ecmp_width": ("at_width", "task_routes", "min_width_ratio"),
+    "spine_task_routes": ("task_routes", "aggregates_missing"),
+    "nic_shares": ("max_deviation", "worst", "directions"),
+    "probe_loss": ("loss_percent", "transmitted"),
+    "sidecars": ("healthy", "slots"),
+}
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "notification"
+    CALLBACK_NAME = "netscale.multinic.rollout_progress"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, display=None, options=None):
+        super(CallbackModule, self).__init__(display=display, options=options)
+        self.t0 = time.time()
+        self.lines = []
+
+    def _say(self, text, color=None):
+        line = "[rollout %7.1fs] %s" % (time.time() - self.t0, text)
+        self.lines.append(line)
+        self._display.display(line, color=color)
+
+    def v2_runner_on_ok(self, result):
+        self._handle(result, failed=False)
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._handle(result, failed=True)
+
+    def _handle(self, result, failed):
+        action = getattr(result._task, "action", "")
+        res = result._result or {}
+        if action in _GATE_ACTIONS and "verdict" in res:
+            self._gate(result, res)
+        elif action in _REPORT_ACTIONS and not failed and "event" in res:
+            self._report(res)
+
+    def _gate(self, result, res):
+        verdict = res.get("verdict")
+        try:
+            show_passed = self.get_option("show_passed_gates")
+        except KeyError:
+            show_passed = True
+        if verdict == "pass" and not show_passed:
+            return
+        values = res.get("values") or {}
+        keys = _KEYS.get(res.get("gate", "").split("@")[0], ())
+        nums = ", ".join("%s=%s" % (k, values[k]) for k in keys if k in values)
+        det = values.get("detail") or []
+        offender = ""
+        if det and verdict != "pass":
+            d = det[0]
+            offender = " first: %s" % (" ".join("%s=%s" % (k, d[k]) for k in sorted(d))
+                                       if isinstance(d, dict) else d)
+        color = {"pass": "green", "fail": "red"}.get(verdict, "yellow")
+        self._say("gate %-28s on %-12s %-12s %s (%ss)%s" % (
+            res.get("gate"), result._host.get_name(), verdict.upper(), nums, res.get("seconds"), offender), color)
+
+    def _report(self, res):
+        ev, s = res.get("event"), res.get("summary") or {}
+        if ev == "start":
+            self._say("run %s: waves %s -> report %s" % (s.get("id"), s.get("waves"), s.get("dir")), "cyan")
+        elif ev == "tor":
+            self._say("ToR %s (rack %s): changed=%s gates=%s" % (s.get("name"), s.get("rack"), s.get("changed"),
+                                                                s.get("gates")), "cyan")
+        elif ev == "wave":
+            color = {"passed": "green", "running": "cyan"}.get(s.get("status"), "red")
+            verb = "start" if s.get("status") == "running" else "end"
+            self._say("wave %s %s: %s, hosts %s%s" % (s.get("name"), verb, s.get("status"), s.get("hosts"),
+                                                      " (%ss)" % s["seconds"] if s.get("seconds") is not None
+                                                      else ""), color)
+        elif ev == "snapshot":
+            self._say("snapshot of %s saved to %s" % (s.get("node"), s.get("path")), "yellow")
+        elif ev == "finish":
+            color = "green" if s.get("status") in ("passed", "check") else "red"
+            self._say("run %s %s: report %s" % (s.get("id"), s.get("status"), s.get("markdown")), color)
+
+    def v2_playbook_on_stats(self, stats):
+        if self.lines:
+            self._display.display("rollout: %d progress events, %.1fs" % (len(self.lines), time.time() - self.t0))
