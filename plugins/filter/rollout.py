@@ -10,10 +10,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves
 
 
-def rollout_waves(hosts, canary=None, waves_spec=None, start_wave=None):
+def rollout_waves(hosts, canary=None, waves_spec=None, start_wave=None, end_wave=None):
     try:
         return waves.plan_waves(list(hosts or []), canary or None, list(waves_spec or ["5%", "25%", "100%"]),
-                                start_wave or None)
+                                start_wave or None, end_wave or None)
     except waves.WaveError as exc:
         raise AnsibleFilterError("netscale.multinic.rollout_waves: %s" % exc)
 

@@ -39,11 +39,13 @@ def _fraction(value, field):
     return ("count", n)
 
 
-def plan_waves(hosts, canary=None, waves=("5%", "25%", "100%"), start_wave=None):
+def plan_waves(hosts, canary=None, waves=("5%", "25%", "100%"), start_wave=None, end_wave=None):
     """``hosts``: ordered list of ``{"name", "rack"}`` (inventory order). ``canary``: None (first
     rack), ``{"racks": [...]}``, ``{"hosts": [...]}`` or ``{"percent": "10%"}``. ``waves``: cumulative
     coverage after each fleet wave (percentages or host counts); the last is forced to cover every host.
-    ``start_wave``: resume from this wave name (earlier waves are listed as ``skipped``).
+    ``start_wave``: resume from this wave name (earlier waves are listed as ``skipped``); ``fleet`` =
+    the first wave after the canary. ``end_wave``: stop after this wave (later ones are ``deferred``);
+    AWX runs the canary job with ``end_wave=canary`` and the fleet job with ``start_wave=fleet``.
 
     Returns ``{"waves": [{"name", "hosts", "racks"}], "order": [...], "serial": [...], "skipped": [...]}``.
     """
@@ -108,6 +110,18 @@ def plan_waves(hosts, canary=None, waves=("5%", "25%", "100%"), start_wave=None)
         w["racks"] = sorted({rack_of[h] for h in w["hosts"]}, key=lambda r: racks.index(r))
         w["size"] = len(w["hosts"])
     skipped = []
+    deferred = []
+    if end_wave:
+        wnames = [w["name"] for w in out]
+        if end_wave not in wnames:
+            raise WaveError("rollout_end_wave=%r: no such wave; waves of this rollout: %s"
+                            % (end_wave, ", ".join(wnames)))
+        idx = wnames.index(end_wave)
+        out, deferred = out[:idx + 1], out[idx + 1:]
+    if start_wave == "fleet":
+        if len(out) < 2 and not deferred:
+            raise WaveError("rollout_start_wave=fleet: this rollout has no fleet wave (every host is in the canary)")
+        start_wave = out[1]["name"] if len(out) > 1 else None
     if start_wave:
         wnames = [w["name"] for w in out]
         if start_wave not in wnames:
@@ -120,6 +134,7 @@ def plan_waves(hosts, canary=None, waves=("5%", "25%", "100%"), start_wave=None)
         "order": [h for w in out for h in w["hosts"]],
         "serial": [w["size"] for w in out],
         "skipped": skipped,
+        "deferred": deferred,
         "wave_of": dict((h, w["name"]) for w in out for h in w["hosts"]),
     }
 

@@ -57,3 +57,12 @@ def test_racks_to_restore():
     # fleet-5pct (lab-r2-h1) failed after the canary passed: rack 1 keeps the new policy
     assert racks_to_restore(p["waves"], "fleet-5pct", ["canary"]) == ["lab-r2"]
     assert racks_to_restore(p["waves"], "fleet-25pct", ["canary", "fleet-5pct"]) == []
+
+
+def test_end_wave_and_fleet_alias():
+    p = plan_waves(LAB, end_wave="canary")
+    assert [w["name"] for w in p["waves"]] == ["canary"] and [w["name"] for w in p["deferred"]] == ["fleet-5pct", "fleet-25pct"]
+    p = plan_waves(LAB, start_wave="fleet")
+    assert [w["name"] for w in p["skipped"]] == ["canary"] and p["order"] == ["lab-r2-h1", "lab-r2-h2"]
+    with pytest.raises(WaveError, match="no fleet wave"):
+        plan_waves(LAB[:2], start_wave="fleet")
