@@ -30,7 +30,7 @@ def main():
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = ap.parse_args()
     t = time.monotonic()
-    _, info, built = ensure_image()
+    dummy, info, built = ensure_image()
     warm = round(time.monotonic() - t, 2)
     lab = open_lab(args.topology)
     if lab.status()[2] is not None:

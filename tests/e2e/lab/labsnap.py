@@ -30,10 +30,10 @@ def env():
 
 def playbook(*args, check=True, timeout=600):
     p = subprocess.run([os.path.join(VENV_BIN, "ansible-playbook")] + list(args), cwd=REPO, env=env(),
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=True, timeout=timeout, check=False)
     if check and p.returncode != 0:
-        raise AssertionError("ansible-playbook %s failed rc=%d\n%s\n%s" % (" ".join(args), p.returncode,
-                                                                          p.stdout[-4000:], p.stderr[-2000:]))
+        detail = (" ".join(args), p.returncode, p.stdout[-4000:], p.stderr[-2000:])
+        raise AssertionError("ansible-playbook %s failed rc=%d\n%s\n%s" % detail)
     return p
 
 
@@ -52,10 +52,10 @@ def lab_names():
 
 
 def snapshot():
-    fabric, _ = lab_names()
-    netns = sorted(x.split()[0] for x in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    fabric, dummy = lab_names()
+    netns = sorted(x.split()[0] for x in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
                    .stdout.splitlines() if x.startswith("mnl-"))
-    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout)
+    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True, check=False).stdout)
     lab_link_names = ("host", "up-s", "down-r", "storage")
     root_links = sorted(li["ifname"] for li in links if li["ifname"].startswith(lab_link_names))
     procs = []
@@ -86,14 +86,14 @@ def snapshot():
 
 
 def lab_state():
-    fabric, _ = lab_names()
+    fabric, dummy = lab_names()
     with open(os.path.join(STATE_ROOT, fabric, "state.json")) as f:
         return json.load(f)
 
 
 def nsenter(pid, *argv, check=True):
     p = subprocess.run(["nsenter", "-t", str(pid), "-n", "-m", "-u", "--"] + list(argv),
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, check=False)
     if check and p.returncode != 0:
         raise AssertionError("%s in %s failed: %s" % (" ".join(argv), pid, p.stderr))
     return p
