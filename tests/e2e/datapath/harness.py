@@ -137,7 +137,7 @@ def bpfmod_runner():
 class Fabric(object):
     """hosts: list of lab host names to simulate (e.g. ["lab-r1-h1", "lab-r1-h2"])."""
 
-    def __init__(self, hosts=("lab-r1-h1", "lab-r1-h2"), tbf="200mbit", preassign=("lab-r1-h2",)):
+    def __init__(self, hosts=("lab-r1-h1", "lab-r1-h2"), tbf="200mbit", preassign=("lab-r1-h2",), host_data=None):
         self.rid = uuid.uuid4().hex[:4]
         self.prefix = "mnd-%s" % self.rid
         self.dir = "/tmp/%s" % self.prefix
@@ -147,6 +147,7 @@ class Fabric(object):
         self.mounts = []
         self.namespaces = []
         plan = lab_plan()
+        plan.update(host_data or {})
         self.hosts = [Host(self, n, plan[n], i + 1) for i, n in enumerate(hosts)]
         os.makedirs(self.dir)
         try:
