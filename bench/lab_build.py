@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 """Lab build (warm image cache) and teardown times. Prints figures; asserts nothing.
 

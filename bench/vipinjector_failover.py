@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -148,7 +147,7 @@ def run(args):
         h.settle(1.5)
         v4, v6 = h.task_ip(1), h.task_ip(1, "ipv6")
         n = h.n
-        for _ in range(args.runs):
+        for dummy in range(args.runs):
             h.write_instance(1)
             t, _p = timed_width(h, v4, n, lambda: h.start_exabgp(1))
             res["start_v4"].append(t)
@@ -163,7 +162,7 @@ def run(args):
             res["sigterm"].append(t)
             h.wait_width(v6, 0, timeout=5)
             time.sleep(0.5)
-        for _ in range(args.runs):
+        for dummy in range(args.runs):
             t, _p = timed_width(h, v6, n, lambda: h.start_exabgp(1))
             res["start_v6"].append(t)
             h.wait_width(v4, n, timeout=5)
@@ -174,7 +173,7 @@ def run(args):
         h.start_exabgp(1)
         h.wait_width(v4, n, timeout=15)
         port = h.tor_port(1, 1)
-        for _ in range(args.runs):
+        for dummy in range(args.runs):
             t, polls = timed_width(h, v4, n - 1, lambda: sh(["ip", "-n", h.ns[1], "link", "set", "eth1", "down"]))
             res["linkdown"].append(t)
             t, _p = timed_width(h, v4, n, lambda: sh(["ip", "-n", h.ns[1], "link", "set", "eth1", "up"]))
@@ -184,7 +183,7 @@ def run(args):
         loss = probe_loss(h, v4, nflows=32, pps=500, dur=4.0)
         # silent loss: drop everything arriving on the ToR port of NIC 1
         if not args.skip_silent:
-            for _ in range(max(1, args.runs - 1)):
+            for dummy in range(max(1, args.runs - 1)):
                 h.wait_width(v4, n, timeout=20)
                 time.sleep(1.0)
                 nft = "table netdev mnvbench { chain in { type filter hook ingress device %s priority 0; policy drop; }; }" % port
@@ -245,7 +244,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("needs root")
     # SIGTERM/SIGINT unwind through the harness's cleanup (namespaces, processes, temp dir)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, lambda *dummy: sys.exit(143))
     run(args)
 
 

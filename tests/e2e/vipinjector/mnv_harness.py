@@ -193,19 +193,19 @@ class Harness(object):
             pidf = os.path.join(self.frr_dir, "%s.pid" % d)
             sh(["ip", "netns", "exec", self.tor, os.path.join(FRR, d), "-d", "-f", conf, "-i", pidf] + common
                + (["-p", "179"] if d == "bgpd" else []))
-            for _ in range(100):
+            for dummy in range(100):
                 if os.path.exists(pidf):
                     break
                 time.sleep(0.02)
             self.pids.append(pidf)
             if d == "zebra":
-                for _ in range(100):
+                for dummy in range(100):
                     if os.path.exists(os.path.join(self.frr_dir, "zserv.api")):
                         break
                     time.sleep(0.02)
 
         # wait until bgpd listens (ExaBGP connects out; a refused first attempt costs a retry)
-        for _ in range(250):
+        for dummy in range(250):
             r = sh(["ip", "netns", "exec", self.tor, "ss", "-Hltn", "sport", "= :179"], check=False)
             if r.stdout.strip():
                 break
@@ -366,7 +366,7 @@ class Harness(object):
                 with open(pidf) as f:
                     pid = int(f.read().strip())
                 os.kill(pid, signal.SIGTERM)
-                for _ in range(100):
+                for dummy in range(100):
                     os.kill(pid, 0)
                     time.sleep(0.02)
                 os.kill(pid, signal.SIGKILL)
