@@ -114,8 +114,8 @@ class Harness(object):
                 if self.bridge:
                     sh(["ip", "-n", self.tor, "link", "set", tn, "master", "t%d" % k, "up"])
                 else:
-                    sh(["ip", "-n", self.tor, "addr", "add", "%s/%s" % (nic["gateway"]["ipv4"],
-                                                                     nic["subnet"]["ipv4"].split("/")[1]), "dev", tn])
+                    gw4 = "%s/%s" % (nic["gateway"]["ipv4"], nic["subnet"]["ipv4"].split("/")[1])
+                    sh(["ip", "-n", self.tor, "addr", "add", gw4, "dev", tn])
                     sh(["ip", "-n", self.tor, "addr", "add", "%s/64" % nic["gateway"]["ipv6"], "dev", tn, "nodad"])
                     sh(["ip", "-n", self.tor, "link", "set", tn, "up"])
                 plen4 = nic["subnet"]["ipv4"].split("/")[1]
