@@ -136,7 +136,8 @@ def test_nic_failure(fabric, mode, kind):
         results = {}
 
         def run(name, dst, port, reverse):
-            results[name] = iperf(fabric, host, dst, port, seconds=10, reverse=reverse, interval=0.2)
+            results[name] = iperf(fabric, host, dst, port, seconds=10 if port < 5220 else RUN, reverse=reverse,
+                                  interval=0.2)
 
         events = []
         threads = [threading.Thread(target=run, args=("egress", H.STO6, 5211, False)),
@@ -155,14 +156,14 @@ def test_nic_failure(fabric, mode, kind):
             assert host.bpf_stats()["out_failover"] > 0
         # recovery: eth1's share is back (proxy entries, table routes re-applied by the watcher)
         time.sleep(1.0)
-        tx0, rx0 = host.nic_bytes("tx"), host.nic_bytes("rx")
-        threads = [threading.Thread(target=run, args=("egress", H.STO6, 5221, False)),
-                   threading.Thread(target=run, args=("ingress", H.STO4, 5222, True))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        tx1, rx1 = host.nic_bytes("tx"), host.nic_bytes("rx")
+        tx0 = host.nic_bytes("tx")
+        # one direction at a time: iperf3 3.12 drives all streams from one thread, and on a loaded
+        # 2-core machine two concurrent clients starve some egress streams (skewed byte shares)
+        run("egress", H.STO6, 5221, False)
+        tx1 = host.nic_bytes("tx")
+        rx0 = host.nic_bytes("rx")
+        run("ingress", H.STO4, 5222, True)
+        rx1 = host.nic_bytes("rx")
         for label, b0, b1 in (("egress", tx0, tx1), ("ingress", rx0, rx1)):
             sh, _ = H.shares(b0, b1)
             print("after recovery %s shares %s" % (label, {k: round(v, 3) for k, v in sorted(sh.items())}))
