@@ -45,7 +45,8 @@ DEFAULTS = {
         "description": "spines carry no route more specific than a rack aggregate (zero task routes beyond the ToR)",
         "success_condition": "task_routes <= max_task_routes and aggregates_missing == 0",
         "params": {"max_task_routes": 0},
-        "interval": 1.0, "count": 3, "failure_limit": 0, "success_threshold": None,
+        # a ToR config reload may reset its uplink session: the aggregate comes back within seconds
+        "interval": 1.0, "count": 30, "failure_limit": 29, "success_threshold": 2,
     },
     "nic_shares": {
         "description": "traffic probe: each NIC's byte share within share_tolerance of 1/N, both directions",
