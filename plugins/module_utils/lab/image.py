@@ -33,6 +33,8 @@ PACKAGES = (
     "iputils-ping",
     "procps",
     "iperf3",
+    # host_datapath loads and pins the eBPF programs with bpftool (the object is built on the controller).
+    "bpftool",
 )
 # Units that need a console or hardware, or wait for input on first boot.
 MASKED_UNITS = (
