@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 """Host datapath benchmark (needs root; builds its own namespaces with prefix mnd, removes them).
 
@@ -14,7 +13,6 @@ import copy
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tests/e2e/datapath"))
 import harness as H  # noqa: E402
@@ -40,7 +38,7 @@ def run(fab, host, dst, flows, seconds, port):
     b0, c0 = host.nic_bytes("tx"), busy()
     cli = fab.spawn(host.slot_ns(1), ["iperf3", "-c", dst, "-p", str(port), "-P", str(flows), "-t", str(seconds),
                                       "--json"])
-    out, _ = cli.communicate(timeout=seconds + 30)
+    out, dummy = cli.communicate(timeout=seconds + 30)
     srv.wait(10)
     c1, b1 = busy(), host.nic_bytes("tx")
     res = json.loads(out)
@@ -64,7 +62,7 @@ def main():
             h = fab.host(name)
             h.core("apply", ebpf=True)
             for i, dst in enumerate((H.STO4, H.STO6)[:args.repeat]):
-                mbit, sh, _, _ = run(fab, h, dst, 16, args.seconds, 5401 + i)
+                mbit, sh, dummy, dummy = run(fab, h, dst, 16, args.seconds, 5401 + i)
                 n = len(h.nics)
                 if n == 1 and single is None:
                     single = mbit
@@ -81,7 +79,7 @@ def main():
         for rep in range(args.repeat):
             for mode in ("ebpf", "kernel"):
                 h.core("apply", ebpf=(mode == "ebpf"))
-                mbit, _, total, (b, t) = run(fab, h, H.STO4, 16, args.seconds, 5501)
+                mbit, dummy, total, (b, t) = run(fab, h, H.STO4, 16, args.seconds, 5501)
                 gbit = total * 8 / 1e9
                 print("%s run %d: %.0f Mbit/s, %.2f Gbit moved, %.2f CPU-s busy, %.3f CPU-s per Gbit" % (
                     mode, rep + 1, mbit, gbit, b / float(hz), b / float(hz) / gbit))

@@ -64,7 +64,7 @@ def build_object(src, dest, clang="clang", include="/usr/include/x86_64-linux-gn
         os.makedirs(d)
     tmp = dest + ".tmp"
     argv = [clang, "-O2", "-g", "-Wall", "-target", "bpf", "-I" + include, "-c", src, "-o", tmp]
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     if p.returncode != 0:
         raise BpfError("clang failed for %s: %s. Fix: install clang, llvm and libbpf-dev on the "
                        "controller (scripts/setup.sh)." % (src, p.stderr.strip()))
@@ -308,7 +308,7 @@ def bpf_capable(bpffs_root="/sys/fs/bpf"):
             return False, "%s not installed" % tool
     if not os.path.exists("/sys/kernel/btf/vmlinux") and not os.path.exists("/proc/sys/kernel/bpf_stats_enabled"):
         return False, "kernel without BPF support"
-    p = subprocess.run(["bpftool", "-j", "prog", "show"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.run(["bpftool", "-j", "prog", "show"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     if p.returncode != 0:
         return False, "BPF syscall unavailable: %s" % p.stderr.decode(errors="replace").strip()
     return True, "ok"

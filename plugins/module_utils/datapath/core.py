@@ -242,10 +242,11 @@ class Datapath(object):
     @staticmethod
     def _route_desc(route, where):
         f, table, dst, nhs, src, metric = route
-        via = ", ".join("%s%s" % (("via %s " % gw) if gw else "", "dev " + dev) for gw, dev, _ in nhs)
-        return "route%s %s table %s %s%s%s" % ("" if where == "host" else " in " + where, dst, table, via,
-                                              (" src %s" % src) if src else "",
-                                              (" metric %d" % metric) if metric is not None else "")
+        via = ", ".join("%s%s" % (("via %s " % gw) if gw else "", "dev " + dev) for gw, dev, dummy in nhs)
+        where_text = "" if where == "host" else " in " + where
+        src_text = (" src %s" % src) if src else ""
+        metric_text = (" metric %d" % metric) if metric is not None else ""
+        return "route%s %s table %s %s%s%s" % (where_text, dst, table, via, src_text, metric_text)
 
     # ---- validation --------------------------------------------------------------------------
     def validate(self):
@@ -295,7 +296,7 @@ class Datapath(object):
                 ch.append(Change("netns %s" % ns, lambda n=ns: self._add_netns(n)))
             if fresh or "UP" not in self._links(ns).get("lo", {}).get("flags", []):
                 ch.append(Change("link lo up in %s" % ns, lambda n=ns: self.r.ip(["link", "set", "lo", "up"], n)))
-            cur = {} if fresh else R.netns_sysctl_get(self.r, ns, [k for k, _ in S.NETNS_SYSCTLS])
+            cur = {} if fresh else R.netns_sysctl_get(self.r, ns, [k for k, dummy in S.NETNS_SYSCTLS])
             pairs = [(k, v) for k, v in S.NETNS_SYSCTLS if cur.get(k) != v]
             if pairs:
                 ch.append(Change("sysctls in %s: %s" % (ns, " ".join("%s=%s" % p for p in pairs)),
@@ -310,7 +311,7 @@ class Datapath(object):
                     ch.append(Change("veth %s <-> %s:%s" % (v, ns, sn["ifname"]),
                                      lambda d=v, n=ns, i=sn["ifname"]: self.r.ip(
                                          ["link", "add", d, "type", "veth", "peer", "name", i, "netns", n])))
-                cur = dict((t.format(veth=v), R.sysctl_get(t.format(veth=v))) for t, _ in S.VETH_SYSCTLS)
+                cur = dict((t.format(veth=v), R.sysctl_get(t.format(veth=v))) for t, dummy in S.VETH_SYSCTLS)
                 for t, val in S.VETH_SYSCTLS:
                     if not hl or cur[t.format(veth=v)] != val:
                         ch.append(Change("sysctl %s=%s" % (t.format(veth=v), val),
@@ -435,7 +436,7 @@ class Datapath(object):
         """Per-interface sysctls that writing a conf.all / conf.default key propagates to."""
         out = {}
         devs = ["lo"] + [n["name"] for n in self.spec["nics"]]
-        for key, _ in S.HOST_SYSCTLS:
+        for key, dummy in S.HOST_SYSCTLS:
             for scope in (".conf.all.", ".conf.default."):
                 if scope in key:
                     for d in devs:
@@ -587,7 +588,7 @@ class Datapath(object):
                 ch.append(Change("delete proxy %s on %s" % (addr, dev),
                                  lambda d=dev, a=addr: self.r.ip(["neigh", "del", "proxy", a, "dev", d], check=False)))
         for route in self.host_routes():
-            f, table, dst, _, _, metric = route
+            f, table, dst, dummy, dummy, metric = route
             want_metric = metric if metric is not None else (0 if f == 4 else 1024)
             if any(r["dst"] == dst and r["metric"] == want_metric for r in self._routes(f, table)):
                 ch.append(Change("delete " + self._route_desc(route, "host"),

@@ -31,7 +31,7 @@ class Runner(object):
         if record:
             self.log.append(" ".join(argv))
         p = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True)
+                           universal_newlines=True, check=False)
         if check and p.returncode != 0:
             raise CommandError("command failed (rc=%d): %s: %s" % (p.returncode, " ".join(argv),
                                                                    (p.stderr or p.stdout).strip()))

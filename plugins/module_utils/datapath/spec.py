@@ -146,9 +146,9 @@ def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pr
         raise DatapathInputError("multinic_host.nics: %r has no NICs in the plan. Fix: set nics >= 1 in "
                                  "the topology file." % host["name"])
     if [n["index"] for n in nics] != list(range(len(nics))):
+        found = [n["index"] for n in nics]
         raise DatapathInputError("multinic_host.nics: indexes %r are not 0..%d in order. Fix: pass the "
-                                 "planner's host_data unchanged." % ([n["index"] for n in nics],
-                                                                      len(nics) - 1))
+                                 "planner's host_data unchanged." % (found, len(nics) - 1))
     slots = []
     for i, slot in enumerate(host["slots"]):
         path = "multinic_host.slots[%d]" % i

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
 # Apache License 2.0 (see LICENSE)
@@ -60,7 +59,7 @@ def reapply(path, devs=None):
     for fam, lines in sorted(batch.items()):
         argv = ["ip"] + ([fam] if fam else []) + ["-force", "-batch", "-"]
         p = subprocess.run(argv, input="\n".join(lines) + "\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True)
+                           universal_newlines=True, check=False)
         log("re-applied %d %s commands for %s (rc=%d)%s" % (
             len(lines), fam or "ip", ",".join(devs or ["all"]), p.returncode,
             (": " + p.stderr.strip()[:300]) if p.returncode else ""))
@@ -74,7 +73,7 @@ def announce(rt, dev):
         return
     try:
         link = json.loads(subprocess.run(["ip", "-j", "link", "show", "dev", dev], stdout=subprocess.PIPE,
-                                         universal_newlines=True).stdout)[0]
+                                         universal_newlines=True, check=False).stdout)[0]
         mac = bytes(int(x, 16) for x in link["address"].split(":"))
         ifindex = socket.if_nametoindex(dev)
     except (IOError, OSError, ValueError, IndexError, KeyError) as e:
@@ -104,7 +103,7 @@ def announce(rt, dev):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--runtime", default="/var/lib/netscale-multinic/runtime.json")
     args = ap.parse_args(argv)
     hup = []

@@ -11,7 +11,6 @@ core_cli.py; bpffs, state dir and sysctl file are per-host under /tmp/mnd-<rid>/
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time

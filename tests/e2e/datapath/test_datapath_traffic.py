@@ -100,7 +100,7 @@ def test_host_local(fabric, mode):
     time.sleep(0.3)
     cli = fabric.spawn(ns, ["iperf3", "-c", host.data["nics"][2]["address"]["ipv6"], "-p", "5301", "-t", "1",
                             "--json"])
-    out, _ = cli.communicate(timeout=30)
+    out, dummy = cli.communicate(timeout=30)
     srv.wait(10)
     assert json.loads(out)["end"]["sum_received"]["bytes"] > 0
     if mode == "ebpf":
@@ -165,7 +165,7 @@ def test_nic_failure(fabric, mode, kind):
         run("ingress", H.STO4, 5222, True)
         rx1 = host.nic_bytes("rx")
         for label, b0, b1 in (("egress", tx0, tx1), ("ingress", rx0, rx1)):
-            sh, _ = H.shares(b0, b1)
+            sh, dummy = H.shares(b0, b1)
             print("after recovery %s shares %s" % (label, {k: round(v, 3) for k, v in sorted(sh.items())}))
             assert abs(sh["eth1"] - 0.25) <= 0.05, "%s: eth1 share %.3f after recovery" % (label, sh["eth1"])
     finally:
