@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -15,7 +15,8 @@ description:
   - Usually run on the controller (C(delegate_to=localhost), C(run_once)); the object is then
     copied to the hosts, which need no compiler.
 version_added: 0.1.0
-author: netscale network engineering
+author:
+  - netscale network engineering (@netscale)
 options:
   src:
     description: C source file.
@@ -36,8 +37,14 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Compares the source hash with the built object and reports whether it would rebuild.
   diff_mode:
     support: none
+    description: Nothing to diff.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux hosts.
 """
 
 EXAMPLES = r"""

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -24,7 +24,8 @@ description:
   - I(state=absent) detaches programs, removes pins, namespaces, rules, routes and the addresses
     it added and restores every sysctl recorded in the state file.
 version_added: 0.1.0
-author: netscale network engineering
+author:
+  - netscale network engineering (@netscale)
 options:
   host:
     description: The planner's host_data of this host (inventory variable C(multinic_host)).
@@ -63,8 +64,14 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Computes every change and reports it without applying any.
   diff_mode:
     support: full
+    description: Lists the changes (addresses, routes, rules, sysctls, programs, map entries) it would make or made.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux hosts.
 """
 
 EXAMPLES = r"""

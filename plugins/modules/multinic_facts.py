@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -15,7 +15,8 @@ description:
     tc present, IP multipath, MPTCP, netkit) and the current netscale.multinic datapath state.
   - Read-only; supports check mode.
 version_added: 0.1.0
-author: netscale network engineering
+author:
+  - netscale network engineering (@netscale)
 options:
   state_dir:
     description: Directory of the datapath state file.
@@ -28,8 +29,14 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Read-only; same result in check mode.
   diff_mode:
     support: none
+    description: Nothing to diff.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux hosts.
 """
 
 EXAMPLES = r"""

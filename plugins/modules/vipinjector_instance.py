@@ -64,7 +64,9 @@ attributes:
     support: full
     description: Shows the file changes; the MD5 key is replaced by C(<redacted>).
   platform:
+    support: full
     platforms: posix
+    description: Linux hosts with systemd.
 notes:
   - Runs on the GPU host. Install the helper (C(<install_dir>/bin/vipinjector-helper)) first, because
     C(exabgp validate) checks that the configured process exists and is executable.

@@ -30,8 +30,11 @@ attributes:
     description: Read-only, same result in check mode.
   diff_mode:
     support: none
+    description: Read-only.
   platform:
+    support: full
     platforms: posix
+    description: Linux hosts with systemd.
 """
 
 EXAMPLES = r"""

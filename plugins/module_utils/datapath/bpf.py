@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """eBPF object build, load/pin (bpftool), map fill and tc attach for the host datapath.
 
 Layout in bpffs:  <bpffs>/netscale-multinic/v-<object sha256[:12]>/{progs,maps}/<name>

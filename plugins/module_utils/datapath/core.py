@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Apply / remove the host datapath described by a spec (see spec.py) on the current host.
 
 Runs in the host's network (and mount) namespace. Every step compares live state first and only

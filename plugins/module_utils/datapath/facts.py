@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Host facts for the datapath: NICs (pyroute2 netlink + sysfs), kernel capabilities, multinic state."""
 
 from __future__ import annotations

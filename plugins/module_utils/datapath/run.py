@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Command runner and kernel-state readers (iproute2 JSON, /proc/sys) for the datapath core.
 
 iproute2, tc, nsenter and sysctl exist on every Linux host; pyroute2 is not required on hosts.

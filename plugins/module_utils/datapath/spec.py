@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Desired host datapath, derived from the planner's host_data (pure, no I/O).
 
 The spec is a plain dict (JSON-serialisable) so it can be stored in the state file and read back

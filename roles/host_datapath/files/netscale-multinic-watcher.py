@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """netscale.multinic NIC watcher (installed by the host_datapath role, run by systemd).
 
 A NIC flap removes state the datapath needs: admin-down deletes the NIC's proxy ND/ARP entries and
