@@ -69,8 +69,8 @@ def main():
         rep = latest_report(root)
         print("rollout: %.1f s wall, status %s, rc %d" % (wall, rep["run"].get("status"), r.returncode))
         for w in rep.get("waves") or []:
-            print("  wave %-14s %-12s %5s s  hosts %s" % (w["name"], w.get("status"), w.get("seconds"),
-                                                         ", ".join(w.get("hosts") or [])))
+            hosts = ", ".join(w.get("hosts") or [])
+            print("  wave %-14s %-12s %5s s  hosts %s" % (w["name"], w.get("status"), w.get("seconds"), hosts))
         print("  changed tasks: %d" % sum(v["changed"] for v in recap.values()))
     r, wall, recap = playbook([pb], a.inventory, extra)
     rep = latest_report(root)

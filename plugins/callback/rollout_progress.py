@@ -104,8 +104,8 @@ class CallbackModule(CallbackBase):
         if ev == "start":
             self._say("run %s: waves %s -> report %s" % (s.get("id"), s.get("waves"), s.get("dir")), "cyan")
         elif ev == "tor":
-            self._say("ToR %s (rack %s): changed=%s gates=%s" % (s.get("name"), s.get("rack"), s.get("changed"),
-                                                                s.get("gates")), "cyan")
+            self._say("ToR %s (rack %s): changed=%s gates=%s"
+                      % (s.get("name"), s.get("rack"), s.get("changed"), s.get("gates")), "cyan")
         elif ev == "wave":
             color = {"passed": "green", "running": "cyan"}.get(s.get("status"), "red")
             verb = "start" if s.get("status") == "running" else "end"

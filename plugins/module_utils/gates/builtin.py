@@ -131,7 +131,7 @@ def route_widths(data):
 
 def _norm_addr(a):
     try:
-        return str(ipaddress.ip_address(str(a).split("%")[0]))
+        return str(ipaddress.ip_address(str(a).split("%", maxsplit=1)[0]))
     except ValueError:
         return str(a)
 
@@ -283,7 +283,7 @@ def values_sidecars(instances, slots=None):
     """VipInjector status per slot (``vipinjector_status`` ``instances`` or the raw status JSON per
     slot): healthy = present, every session up, full allocation announced on each, guard clean."""
     instances = instances or {}
-    want = [str(s) for s in (slots or sorted(instances, key=lambda x: int(x)))]
+    want = [str(s) for s in (slots or sorted(instances, key=int))]
     healthy = 0
     bad = []
     for s in want:

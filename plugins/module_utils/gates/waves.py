@@ -107,7 +107,7 @@ def plan_waves(hosts, canary=None, waves=("5%", "25%", "100%"), start_wave=None,
         if w["name"] in seen:
             w["name"] = "%s-%d" % (w["name"], len(seen))
         seen.add(w["name"])
-        w["racks"] = sorted({rack_of[h] for h in w["hosts"]}, key=lambda r: racks.index(r))
+        w["racks"] = sorted({rack_of[h] for h in w["hosts"]}, key=racks.index)
         w["size"] = len(w["hosts"])
     skipped = []
     deferred = []

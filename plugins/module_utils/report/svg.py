@@ -65,9 +65,8 @@ def shares_svg(rows, tolerance=None, title="Per-NIC byte share per host (probe)"
                % (left, ly, COLORS["up"], left + 14, ly + 9))
     out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">down (host rx)</text>'
                % (left + 110, ly, COLORS["down"], left + 124, ly + 9))
+    band = "" if tolerance is None else " (band: +/- %.0f points)" % (tolerance * 100)
     out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#2a2" stroke-dasharray="4,2"/>'
-               '<text x="%d" y="%d">1/N%s</text>' % (left + 230, left + 250, ly + 5, ly + 5, left + 254, ly + 9,
-                                                      "" if tolerance is None else " (band: +/- %.0f points)"
-                                                      % (tolerance * 100)))
+               '<text x="%d" y="%d">1/N%s</text>' % (left + 230, left + 250, ly + 5, ly + 5, left + 254, ly + 9, band))
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -196,14 +196,14 @@ def _gate(gate, data, **kw):
 
 
 def test_sessions_all_established(lab):
-    hosts, _ = lab
+    hosts = lab[0]
     v = builtin.values_bgp_sessions(fx("tor_up_neighbors.json"), [hosts["lab-r1-h2"]])
     assert (v["expected"], v["established"]) == (8, 8)
     assert _gate("bgp_sessions", fx("tor_up_neighbors.json"), hosts=[hosts["lab-r1-h2"]])["verdict"] == "pass"
 
 
 def test_sessions_idle_and_nic_down_are_named(lab):
-    hosts, _ = lab
+    hosts = lab[0]
     v = builtin.values_bgp_sessions(fx("tor_idle_neighbors.json"), [hosts["lab-r1-h2"]])
     assert v["established"] == 0 and v["expected"] == 8
     v = builtin.values_bgp_sessions(fx("tor_nic_down_neighbors.json"), [hosts["lab-r1-h2"]])
@@ -214,14 +214,14 @@ def test_sessions_idle_and_nic_down_are_named(lab):
 
 
 def test_sessions_of_a_host_without_sidecars_fail(lab):
-    hosts, _ = lab
+    hosts = lab[0]
     # lab-r1-h1 is configured on the same ToR but has no sidecar running in the capture
     v = builtin.values_bgp_sessions(fx("tor_up_neighbors.json"), [hosts["lab-r1-h1"]])
     assert v["expected"] == 4 and v["established"] == 0
 
 
 def test_ecmp_width(lab):
-    hosts, _ = lab
+    hosts = lab[0]
     routes = [fx("tor_up_routes_ipv4.json"), fx("tor_up_routes_ipv6.json")]
     v = builtin.values_ecmp_width(routes, [hosts["lab-r1-h2"]])
     assert (v["task_routes"], v["at_width"], v["min_width_ratio"]) == (4, 4, 1.0)
@@ -235,7 +235,7 @@ def test_ecmp_width(lab):
 
 
 def test_spine_task_routes(lab):
-    _, spine = lab
+    spine = lab[1]
     aggs = [d["rack_prefix"]["ipv4"] for d in spine["downlinks"]]
     v = builtin.values_spine_task_routes([fx("spine_clean_routes_ipv4.json")], aggs)
     assert (v["task_routes"], v["aggregates_missing"]) == (0, 0)
@@ -246,7 +246,7 @@ def test_spine_task_routes(lab):
 
 
 def test_nic_shares(lab):
-    hosts, _ = lab
+    hosts = lab[0]
     h = [hosts["lab-r1-h2"]]
     v = builtin.values_nic_shares(fx("probe_balanced.json"), 4)
     assert v["directions"] == 2 and v["max_deviation"] == 0.0174 and v["idle_nics"] == 0
@@ -281,7 +281,7 @@ def test_sidecars():
 
 
 def test_frr_adapter_with_fake_vtysh(lab):
-    hosts, _ = lab
+    hosts = lab[0]
     text = json.dumps(fx("tor_up_routes_ipv4.json")) + "\n" + json.dumps(fx("tor_up_routes_ipv6.json"))
     calls = []
 

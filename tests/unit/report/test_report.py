@@ -113,4 +113,4 @@ def test_triage_capture_records_failures():
         return 0, "[]" if "-j" in argv else "text", ""
     snap = snapshot.capture(run, "host")
     assert snap["bpf_programs"]["rc"] == 127 and snap["addresses"]["stdout"] == []
-    assert set(n for n, _ in snapshot.FRR_TRIAGE) == set(snapshot.capture(run, "frr"))
+    assert set(entry[0] for entry in snapshot.FRR_TRIAGE) == set(snapshot.capture(run, "frr"))
