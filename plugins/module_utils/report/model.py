@@ -186,6 +186,10 @@ def render_markdown(report):
         if w.get("failed_hosts"):
             lines.append("Failed hosts: %s" % ", ".join(w["failed_hosts"]))
             lines.append("")
+        for err in w.get("errors") or []:
+            lines.append("- error: %s" % _esc(err))
+        if w.get("errors"):
+            lines.append("")
         if w.get("rollback"):
             lines.append("Rollback: %s" % _esc(json.dumps(w["rollback"], sort_keys=True)))
             lines.append("")
