@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read FRR's state from ``vtysh ... json`` into compact facts (sessions, routes, ECMP width).
 
 Pure Python, no Ansible imports. ``collect(run, target)`` runs vtysh through the caller's
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 
 AFS = {"ipv4": "ipv4Unicast", "ipv6": "ipv6Unicast"}
 
@@ -61,11 +62,20 @@ def parse_neighbors(data):
             "last_reset": n.get("lastResetDueTo"),
             "graceful_restart": (n.get("gracefulRestartInfo") or {}).get("localGrMode"),
             "authentication": bool(n.get("authenticationEnabled")),
-            "max_prefix_tripped": "PfxCt" in str(n.get("bgpStateIdleReason", "")) or
-                                  "Maximum" in str(n.get("lastResetDueTo", "")) or
-                                  "prefix" in str(n.get("lastResetDueTo", "")).lower(),
+            "last_notification": n.get("lastNotificationReason"),
+            # FRR 8.4 (measured): after a maximum-prefix tear-down the peer sits in Idle with
+            # lastResetDueTo "BGP Notification send", lastErrorCodeSubcode "0601" and
+            # lastNotificationReason "Cease/Maximum Number of Prefixes Reached" until the restart
+            # timer or a clear; the notification fields survive a later re-establishment.
+            "max_prefix_tripped": n.get("bgpState") != "Established" and _max_prefix_notification(n),
         }
     return out
+
+
+def _max_prefix_notification(n):
+    """Was the last NOTIFICATION of this peer Cease / Maximum Number of Prefixes Reached (6/1)?"""
+    return str(n.get("lastErrorCodeSubcode", "")) == "0601" or \
+        "Maximum Number of Prefixes" in str(n.get("lastNotificationReason", ""))
 
 
 def parse_received(data):
@@ -175,6 +185,7 @@ def summarize(facts):
     }
     if any("rejected" in n for n in nb.values()):
         out["rejected"] = sum(sum(n.get("rejected", {}).values()) for n in nb.values())
+    out["max_prefix_tripped"] = sorted(a for a, n in nb.items() if n.get("max_prefix_tripped"))
     return out
 
 
@@ -192,4 +203,31 @@ def sessions_by_group(facts):
         g = out.setdefault(n.get("peer_group") or "", {"total": 0, "established": 0})
         g["total"] += 1
         g["established"] += 1 if n["established"] else 0
+    return out
+
+
+_SLOT_GROUP_RE = re.compile(r"^HOST-(?P<host>.+)-S(?P<slot>[0-9]+)(?:-IPV[46])?$")
+
+
+def slot_of_group(name):
+    """``HOST-<host>-S<slot>[-IPV4|-IPV6]`` (tor_policy's per-slot peer-group) -> (host, slot), else None."""
+    m = _SLOT_GROUP_RE.match(name or "")
+    return (m.group("host"), int(m.group("slot"))) if m else None
+
+
+def sessions_by_host(facts):
+    """{host: {"total": n, "established": m, "slots": {slot: {"total", "established"}}}} from the
+    per-slot peer-groups: the health gate "every host NIC's session Established" per host."""
+    out = {}
+    for n in facts["neighbors"].values():
+        hs = slot_of_group(n.get("peer_group"))
+        if hs is None:
+            continue
+        h = out.setdefault(hs[0], {"total": 0, "established": 0, "slots": {}})
+        sl = h["slots"].setdefault(hs[1], {"total": 0, "established": 0})
+        up = 1 if n["established"] else 0
+        h["total"] += 1
+        h["established"] += up
+        sl["total"] += 1
+        sl["established"] += up
     return out

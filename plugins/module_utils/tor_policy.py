@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """ToR (and spine) BGP policy model: plan -> structured config -> per-platform text.
 
 Pure Python, no Ansible imports. The model is computed from the planner's ``rack_data(rack)`` and
@@ -37,10 +37,12 @@ PLATFORMS = {
         "gtsm": True,
         "multihop": True,
         "bfd_profiles": True,
-        # FRR 8.4.4, measured: "maximum-prefix N force" does not count filtered routes per peer.
-        # Without soft-reconfiguration a flood of 20 rejected routes did not trip a limit of 10;
-        # with it, every peer's count was the Adj-RIB-In of all peers of the family (the 11th of
-        # 12 one-route sessions tripped). So maximum-prefix counts accepted routes on FRR.
+        # FRR 8.4.4: maximum-prefix counts ACCEPTED routes (pcount) and bgp_update checks it before
+        # counting the route being added, so a limit of N tears down at the (N+2)th accepted route.
+        # "force" is unusable: bgp_filtered_routes_count() walks the Adj-RIB-In of ALL peers of the
+        # table, never resets its "filtered" flag, and needs soft-reconfiguration (measured: without
+        # it a flood of 20 rejected routes did not count; with it the 11th of 12 one-route sessions
+        # tripped a limit of 10). docs/tor-policy.md has the measurements.
         "max_prefix_force": False,
         "ipv4_nlri_over_ipv6_session": True,
         "ecmp_hash": "sysctl",
@@ -108,13 +110,18 @@ DEFAULT_OPTIONS = {
     # ipv6: IPv4 NLRI (with IPv4 next hops) rides the IPv6 session; ipv4: separate IPv4 sessions.
     "ipv4_transport": "ipv6",
     # maximum-prefix per session and family. null = auto. A session is one slot's sidecar on one
-    # NIC and legitimately carries exactly one route per family (its task IP). Platforms counting
-    # accepted routes (FRR): 1, so a sidecar announcing a sibling slot's task IP (which the per-host
-    # prefix-list would accept) trips it. Platforms counting before policy (EOS maximum-routes):
-    # task_slot_count + headroom, so a handful of stray routes is rejected, a flood trips.
+    # NIC and legitimately carries exactly one route per family (its task IP); the per-slot
+    # prefix-list accepts nothing else, so on platforms counting accepted routes (FRR) the limit is
+    # 1 and a backstop only (FRR 8.4 tears down at limit + 2 accepted, docs/tor-policy.md).
+    # Platforms counting before policy (EOS maximum-routes): 1 + headroom, so a handful of stray
+    # routes is rejected and a flood trips.
     "maximum_prefix": None,
     "maximum_prefix_headroom": 8,
-    "maximum_prefix_threshold": 75,
+    # Warning threshold in percent of the limit. null = auto: 100 where the limit is 1 and accepted
+    # routes are counted (FRR): 75 % of 1 rounds to 0, and FRR 8.4 then logs "%MAXPFX ... reaches 1"
+    # for every session each time its one route is re-evaluated (policy change, soft reconfiguration),
+    # measured: every session within seconds of coming up. Otherwise 75.
+    "maximum_prefix_threshold": None,
     "maximum_prefix_restart_minutes": 5,
     # Keep the Adj-RIB-In (soft-reconfiguration inbound) so rejected announcements are visible and
     # counted (received - accepted). Cost: rejected routes use ToR memory until withdrawn.
@@ -228,14 +235,15 @@ def _check_options(opts, caps, platform, rack, problems):
     mx = opts["maximum_prefix"]
     if mx is not None and (not _int(mx) or mx < 1):
         problems.append(InputProblem("options.maximum_prefix", mx, "must be null (auto) or a positive integer",
-                                     "leave it null: task slots + headroom"))
+                                     "leave it null (auto: 1 per family where accepted routes are counted, 1 + headroom where received routes are)"))
     for key in ("maximum_prefix_headroom", "maximum_prefix_restart_minutes"):
         if not _int(opts[key]) or opts[key] < 0:
             problems.append(InputProblem("options.%s" % key, opts[key], "must be an integer >= 0",
                                          "use the default %r" % DEFAULT_OPTIONS[key]))
     th = opts["maximum_prefix_threshold"]
-    if not _int(th) or not 1 <= th <= 100:
-        problems.append(InputProblem("options.maximum_prefix_threshold", th, "must be 1..100", "use 75"))
+    if th is not None and (not _int(th) or not 1 <= th <= 100):
+        problems.append(InputProblem("options.maximum_prefix_threshold", th, "must be null (auto) or 1..100",
+                                     "leave it null, or use 75"))
     for v in ("ipv4", "ipv6"):
         for i, p in enumerate((opts["spine_networks"] or {}).get(v) or []):
             try:
@@ -329,30 +337,38 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
     mp_headroom = opts["maximum_prefix_headroom"]
     counts_received = caps["max_prefix_force"]
 
+    # One session carries exactly one route per family (its slot's task IP). Platforms counting
+    # accepted routes (FRR): limit 1, a backstop the exact per-slot lists never let a session
+    # reach; platforms counting before policy (EOS maximum-routes): 1 + headroom.
+    limit = opts["maximum_prefix"] or (1 + mp_headroom if counts_received else 1)
+    threshold = opts["maximum_prefix_threshold"]
+    if threshold is None:
+        threshold = 100 if (limit == 1 and not counts_received) else 75
     host_groups = []
     neighbor_count = 0
+    group_count = 0
     for h in rack["hosts"]:
         hname = safe_name(h["name"])
-        prefix_lists = {}
-        route_maps_in = {}
-        for fam in families:
-            bits = 32 if fam == "ipv4" else 128
-            pl = "PL-TASK-%s-%s" % (hname, fam.upper())
-            prefix_lists[fam] = {"name": pl, "entries": _pl_entries(h["task_ip_prefixes"][fam], bits)}
-            route_maps_in[fam] = "RM-HOST-%s-%s-IN" % (hname, fam.upper())
-        limit = opts["maximum_prefix"] or (
-            h["task_slot_count"] + mp_headroom if counts_received else 1)
         # Session transports: which neighbor addresses exist and which families each carries.
         transports = []
         if "ipv6" in families:
             transports.append(("ipv6", ["ipv6", "ipv4"] if (v4_over_v6 and "ipv4" in families) else ["ipv6"]))
         if "ipv4" in families and not v4_over_v6:
             transports.append(("ipv4", ["ipv4"]))
-        groups = []
-        for tfam, afs in transports:
-            gname = "HOST-%s" % hname if len(transports) == 1 else "HOST-%s-%s" % (hname, tfam.upper())
-            members = []
-            for slot in h["slots"]:
+        slots = []
+        for slot in h["slots"]:
+            sname = "%s-S%d" % (hname, slot["slot"])
+            prefix_lists = {}
+            route_maps_in = {}
+            for fam in families:
+                bits = 32 if fam == "ipv4" else 128
+                prefix_lists[fam] = {"name": "PL-TASK-%s-%s" % (sname, fam.upper()),
+                                     "entries": _pl_entries(["%s/%d" % (slot["task_ip"][fam], bits)], bits)}
+                route_maps_in[fam] = "RM-HOST-%s-%s-IN" % (sname, fam.upper())
+            groups = []
+            for tfam, afs in transports:
+                gname = "HOST-%s" % sname if len(transports) == 1 else "HOST-%s-%s" % (sname, tfam.upper())
+                members = []
                 for nic in slot["nics"]:
                     k = nic["index"]
                     members.append({
@@ -363,8 +379,18 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
                         "tor_port": h["nics"][k]["tor_port"],
                         "description": "%s slot%d %s" % (h["name"], slot["slot"], h["nics"][k]["name"]),
                     })
-            neighbor_count += len(members)
-            groups.append({"name": gname, "transport": tfam, "address_families": afs, "neighbors": members})
+                neighbor_count += len(members)
+                groups.append({"name": gname, "transport": tfam, "address_families": afs, "neighbors": members})
+            group_count += len(groups)
+            slots.append({
+                "slot": slot["slot"],
+                "netns": slot.get("netns"),
+                "task_ip": {fam: slot["task_ip"][fam] for fam in families},
+                "prefix_lists": prefix_lists,
+                "route_maps_in": route_maps_in,
+                "maximum_prefix": {fam: limit for fam in families},
+                "peer_groups": groups,
+            })
         host_groups.append({
             "host": h["name"],
             "asn": h["asn"],
@@ -372,11 +398,8 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
             "task_slot_count": h["task_slot_count"],
             "md5_key": keys.get(h["name"]),
             "md5": bool(keys.get(h["name"])),
-            "prefix_lists": prefix_lists,
-            "route_maps_in": route_maps_in,
-            "maximum_prefix": {fam: limit for fam in families},
             "task_ips": {fam: [s["task_ip"][fam] for s in h["slots"]] for fam in families},
-            "peer_groups": groups,
+            "slots": slots,
         })
 
     uplinks = []
@@ -445,7 +468,7 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
             "md5": opts["md5"],
             "bfd": bfd,
             "graceful_restart_hosts": False,
-            "maximum_prefix_threshold": opts["maximum_prefix_threshold"],
+            "maximum_prefix_threshold": threshold,
             "maximum_prefix_restart_minutes": opts["maximum_prefix_restart_minutes"],
             "maximum_prefix_force": counts_received,
             "graceful_restart_per_neighbor": not caps["gr_per_peer_group"],
@@ -456,7 +479,8 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
         "counts": {
             "hosts": len(rack["hosts"]),
             "neighbors": neighbor_count,
-            "peer_groups": sum(len(g["peer_groups"]) for g in host_groups),
+            "peer_groups": group_count,
+            "slots": sum(len(g["slots"]) for g in host_groups),
             "task_routes": sum(h["task_slot_count"] for h in rack["hosts"]) * len(families),
             "uplink_sessions": len(uplinks),
         },
@@ -565,7 +589,20 @@ TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templat
 def _jinja_env(template_dir=None):
     import jinja2  # Jinja2 is an Ansible (controller) dependency; imported lazily
 
-    env = jinja2.Environment(
+    class _DictFirstEnvironment(jinja2.Environment):
+        """``x.key`` on a dict looks up the key first (Jinja tries the Python attribute first and
+        pays for an AttributeError on every lookup): about half the render time of a rack with
+        per-slot peer-groups. Templates here never call dict methods."""
+
+        def getattr(self, obj, attribute):
+            if type(obj) is dict:  # pylint: disable=unidiomatic-typecheck
+                try:
+                    return obj[attribute]
+                except KeyError:
+                    pass
+            return jinja2.Environment.getattr(self, obj, attribute)
+
+    env = _DictFirstEnvironment(
         loader=jinja2.FileSystemLoader(template_dir or TEMPLATE_DIR),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

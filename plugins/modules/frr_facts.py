@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -95,9 +95,21 @@ leaks:
   type: list
   elements: str
 sessions:
-  description: Per peer group the number of sessions and how many are Established.
+  description: Per peer group (one per task slot, C(HOST-<host>-S<slot>)) the number of sessions and how many are Established.
   returned: always
   type: dict
+hosts:
+  description: Per host the number of sessions and how many are Established, in total and per task slot.
+  returned: always
+  type: dict
+  sample: {"lab-r1-h1": {"total": 4, "established": 4, "slots": {"1": {"total": 2, "established": 2}}}}
+max_prefix_tripped:
+  description:
+    - Neighbors that are down because their last NOTIFICATION was Cease / Maximum Number of Prefixes Reached.
+    - On FRR this happens at the (limit + 2)th accepted route of a family; see docs/tor-policy.md.
+  returned: always
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
@@ -133,7 +145,8 @@ def main():
         module.fail_json(msg="reading FRR state failed: %s" % exc)
     module.exit_json(changed=False, frr=facts, leaks=sorted(set(leaks)),
                      ecmp={pfx: frr_state.ecmp_width(facts, pfx) for pfx in p["prefixes"]},
-                     sessions=frr_state.sessions_by_group(facts))
+                     sessions=frr_state.sessions_by_group(facts), hosts=frr_state.sessions_by_host(facts),
+                     max_prefix_tripped=facts["summary"]["max_prefix_tripped"])
 
 
 if __name__ == "__main__":

@@ -65,7 +65,9 @@ def test_role_apply_idempotent_and_check_diff(torlab):
     after = torlab.vtysh(TOR, "show running-config").stdout
     assert before == after
     assert changed >= 1
-    assert "- " in out and "no neighbor fd00:10::5 peer-group HOST-lab-r1-h1" in out
-    assert "permit 198.18.0.8/32" in out
+    # Slot 2 of lab-r1-h1 goes: its peer-group (with its members), route-maps and prefix-lists.
+    assert "- " in out and "no neighbor HOST-lab-r1-h1-S2 peer-group" in out
+    assert "no ip prefix-list PL-TASK-lab-r1-h1-S2-IPV4 seq 10 permit 198.18.0.9/32" in out
+    assert "HOST-lab-r1-h1-S1" not in out
     for key in torlab.md5_keys.values():
         assert key not in out

@@ -72,45 +72,65 @@ def test_one_neighbor_per_slot_and_nic_from_container_addresses():
     rack = lab_rack()
     sc = tor_policy.tor_structured_config(rack)
     for h, g in zip(rack["hosts"], sc["host_groups"]):
-        (pg,) = g["peer_groups"]
-        want = sorted(sn["address"]["ipv6"] for s in h["slots"] for sn in s["nics"])
-        assert sorted(n["address"] for n in pg["neighbors"]) == want
-        assert pg["address_families"] == ["ipv6", "ipv4"]  # IPv4 NLRI over the IPv6 session
+        assert [s["slot"] for s in g["slots"]] == [s["slot"] for s in h["slots"]]
+        for slot, gs in zip(h["slots"], g["slots"]):
+            (pg,) = gs["peer_groups"]
+            assert pg["name"] == "HOST-%s-S%d" % (h["name"], slot["slot"])
+            assert [n["address"] for n in pg["neighbors"]] == [sn["address"]["ipv6"] for sn in slot["nics"]]
+            assert pg["address_families"] == ["ipv6", "ipv4"]  # IPv4 NLRI over the IPv6 session
+            for n in pg["neighbors"]:
+                assert n["slot"] == slot["slot"]
+                assert ipaddress.ip_address(n["address"]) in ipaddress.ip_network(h["nics"][n["nic"]]["subnet"]["ipv6"])
         assert g["asn"] == h["asn"]
-        for n in pg["neighbors"]:
-            assert ipaddress.ip_address(n["address"]) in ipaddress.ip_network(h["nics"][n["nic"]]["subnet"]["ipv6"])
     assert sc["counts"]["neighbors"] == 2 * 2 + 4 * 2
+    assert sc["counts"]["peer_groups"] == sc["counts"]["slots"] == 4
 
 
-def test_prefix_lists_permit_exactly_the_task_ips():
+def test_prefix_lists_permit_exactly_the_slot_task_ip():
     rack = lab_rack()
     sc = tor_policy.tor_structured_config(rack)
+    all_task_ips = {fam: {s["task_ip"][fam] for h in rack["hosts"] for s in h["slots"]} for fam in ("ipv4", "ipv6")}
     for h, g in zip(rack["hosts"], sc["host_groups"]):
-        for fam, bits in (("ipv4", 32), ("ipv6", 128)):
-            entries = g["prefix_lists"][fam]["entries"]
-            permitted = set()
-            for e in entries:
-                net = ipaddress.ip_network(e["prefix"])
-                assert e.get("ge", net.prefixlen) == bits
-                permitted |= {str(a) for a in net}
-            assert permitted == {s["task_ip"][fam] for s in h["slots"]}
+        for slot, gs in zip(h["slots"], g["slots"]):
+            for fam, bits in (("ipv4", 32), ("ipv6", 128)):
+                (e,) = gs["prefix_lists"][fam]["entries"]
+                assert e == {"seq": 10, "action": "permit", "prefix": "%s/%d" % (slot["task_ip"][fam], bits)}
+                permitted = {str(a) for a in ipaddress.ip_network(e["prefix"])}
+                assert permitted == {slot["task_ip"][fam]}
+                # No other slot's task IP, on this host or any other, is permitted here.
+                assert not (permitted & (all_task_ips[fam] - {slot["task_ip"][fam]}))
+                assert gs["maximum_prefix"][fam] == 1
+    names = [gs["prefix_lists"][f]["name"] for g in sc["host_groups"] for gs in g["slots"] for f in ("ipv4", "ipv6")]
+    assert len(names) == len(set(names)) == 8
+
+
+def test_frr_sibling_slot_task_ip_only_in_its_own_list():
+    text = tor_policy.render(tor_policy.tor_structured_config(lab_rack()))
+    lines = [line for line in text.splitlines() if " 198.18.0.9/32" in line]
+    assert lines == ["ip prefix-list PL-TASK-lab-r1-h1-S2-IPV4 seq 10 permit 198.18.0.9/32"]
+    assert "ge 32" not in text and "ge 128" not in text
+    assert "  neighbor HOST-lab-r1-h1-S1 route-map RM-HOST-lab-r1-h1-S1-IPV4-IN in" in text
+    assert "  neighbor HOST-lab-r1-h1-S2 route-map RM-HOST-lab-r1-h1-S2-IPV4-IN in" in text
+    assert " match ip address prefix-list PL-TASK-lab-r1-h1-S2-IPV4\n" in text
 
 
 def test_single_slot_host_has_exact_match_without_ge():
     plan = lab_plan(lambda d: d["buildings"][0]["zones"][0]["racks"][0]["hosts"][0].update(task_slots=1))
     sc = tor_policy.tor_structured_config(lab_rack(plan))
-    (e,) = sc["host_groups"][0]["prefix_lists"]["ipv4"]["entries"]
-    assert e["prefix"].endswith("/32") and "ge" not in e
+    (slot,) = sc["host_groups"][0]["slots"]
+    (e,) = slot["prefix_lists"]["ipv4"]["entries"]
+    assert e["prefix"] == "198.18.0.8/32" and "ge" not in e
     text = tor_policy.render(sc)
-    assert "permit 198.18.0.8/32\n" in text
+    assert "permit 198.18.0.8/32\n" in text and "HOST-lab-r1-h1-S2" not in text
 
 
 def test_ipv4_sessions_option_gives_separate_groups():
     sc = tor_policy.tor_structured_config(lab_rack(), {"ipv4_transport": "ipv4"})
-    pgs = sc["host_groups"][0]["peer_groups"]
+    pgs = sc["host_groups"][0]["slots"][0]["peer_groups"]
     assert [(p["name"], p["address_families"]) for p in pgs] == [
-        ("HOST-lab-r1-h1-IPV6", ["ipv6"]), ("HOST-lab-r1-h1-IPV4", ["ipv4"])]
+        ("HOST-lab-r1-h1-S1-IPV6", ["ipv6"]), ("HOST-lab-r1-h1-S1-IPV4", ["ipv4"])]
     assert sc["counts"]["neighbors"] == 2 * (2 * 2 + 4 * 2)
+    assert sc["counts"]["peer_groups"] == 8
 
 
 def test_frr_text_policy_invariants():
@@ -118,15 +138,16 @@ def test_frr_text_policy_invariants():
                                           {"lab-r1-h1": "k1", "lab-r1-h2": "k2"})
     text = tor_policy.render(sc)
     assert "no bgp ebgp-requires-policy" not in text
-    assert text.count("route-map RM-HOSTS-OUT out") == 4           # 2 groups x 2 families
+    assert text.count("route-map RM-HOSTS-OUT out") == 8           # 4 slot groups x 2 families
     assert "maximum-paths 16" in text and "bgp bestpath as-path multipath-relax" in text
     assert "timers 3 9" in text and "ttl-security hops 2" in text
     assert text.count("graceful-restart-disable") == 12            # per host session (FRR 8.4)
     assert "set community no-export no-advertise additive" in text
     assert "ip route 198.18.0.0/23 blackhole" in text and "network 198.18.0.0/23" in text
-    assert "neighbor HOST-lab-r1-h1 password k1" in text
+    assert "neighbor HOST-lab-r1-h1-S1 password k1" in text and "neighbor HOST-lab-r1-h1-S2 password k1" in text
+    assert text.count("maximum-prefix 1 100 restart 5") == 8
     assert "force" not in text                                      # FRR 8.4: counts accepted routes
-    assert "maximum-prefix 1 restart 5" in text
+    assert "maximum-prefix 1 100 restart 5" in text
 
 
 def test_redact_and_frr_apply_redaction():
@@ -134,7 +155,7 @@ def test_redact_and_frr_apply_redaction():
     assert "s3cr3t" not in yaml.safe_dump(tor_policy.redact(sc))
     assert frr_apply.redact(" neighbor X password s3cr3t\n") == " neighbor X password <redacted>\n"
     assert frr_apply.redact("   neighbor X password 0 s3cr3t") == "   neighbor X password 0 <redacted>"
-    d = frr_apply.format_delta([], ["router bgp 1\n neighbor HOST-a password s3cr3t"])
+    d = frr_apply.format_delta([], ["router bgp 1\n neighbor HOST-a-S1 password s3cr3t"])
     assert "s3cr3t" not in d and "<redacted>" in d
 
 
@@ -145,7 +166,9 @@ def test_eos_rendering():
     assert "ttl maximum-hops 2" in text and "maximum-paths 16 ecmp 16" in text
     assert "port-channel load-balance trident fields ip" in text
     assert "ip route 198.18.0.0/23 Null0" in text
-    assert "maximum-routes 10" in text   # counted before policy: slots + headroom
+    assert text.count("maximum-routes 9 ") == 4   # counted before policy: 1 + headroom, per slot group
+    assert "ipv6 prefix-list PL-TASK-lab-r1-h1-S2-IPV6\n   seq 10 permit fd00:10::9/128\n" in text
+    assert "      neighbor HOST-lab-r1-h2-S2 route-map RM-HOST-lab-r1-h2-S2-IPV4-IN in" in text
     assert "interface host1-0" not in text
 
 
