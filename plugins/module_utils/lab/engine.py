@@ -603,8 +603,10 @@ class Lab(object):
         if left:
             problems.append("processes still alive: %s" % left)
         cgroups = [r["path"] for r in res if r["type"] == "cgroup"]
+        prefix_cg = os.path.join(cgroup2_root(), PREFIX)
         for cg in cgroups:
-            _cgroup_kill(cg)
+            if cg != prefix_cg:  # the shared prefix cgroup holds every other fabric's lab: never kill it
+                _cgroup_kill(cg)
         # 2. links (ToR-side ends explicitly; the peer goes with them), then netns names.
         for r in res:
             if r["type"] == "link":
@@ -620,7 +622,6 @@ class Lab(object):
                 else:
                     problems.append("netns %s: %s" % (r["name"], err.strip()))
         # 3. cgroups, deepest first (systemd made sub-cgroups inside the hosts').
-        prefix_cg = os.path.join(cgroup2_root(), PREFIX)
         for cg in sorted(set(cgroups), key=len, reverse=True):
             if cg == prefix_cg:
                 continue  # shared by every fabric's lab: removed below only when empty
