@@ -59,15 +59,20 @@ def lab_host(name="lab-r1-h2"):
 
 
 class Harness(object):
-    def __init__(self, host="lab-r1-h2", slots=(1,), ttl_mode="gtsm", md5=None, tag=None):
+    def __init__(self, host="lab-r1-h2", slots=(1,), ttl_mode="gtsm", md5=None, tag=None, prefix="mnv",
+                 tor_sysctls=None):
         self.host = lab_host(host)
+        # prefix: name prefix of everything created (namespaces, ports, temp dir); tor_sysctls:
+        # extra sysctls applied in the ToR namespace before FRR starts (e.g. ignore_routes_with_linkdown)
+        self.prefix = prefix
+        self.tor_sysctls = dict(tor_sysctls or {})
         self.slots = list(slots)
         self.ttl_mode = ttl_mode  # gtsm | multihop | none
         self.md5 = md5
         self.tag = tag or ("%x" % (os.getpid() & 0xFFFF))
-        self.tor = "mnv-%s-tor" % self.tag
-        self.ns = dict((s, "mnv-%s-s%d" % (self.tag, s)) for s in self.slots)
-        self.tmp = tempfile.mkdtemp(prefix="mnv-%s-" % self.tag)
+        self.tor = "%s-%s-tor" % (prefix, self.tag)
+        self.ns = dict((s, "%s-%s-s%d" % (prefix, self.tag, s)) for s in self.slots)
+        self.tmp = tempfile.mkdtemp(prefix="%s-%s-" % (prefix, self.tag))
         os.chmod(self.tmp, 0o755)
         self.frr_dir = os.path.join(self.tmp, "frr")
         self.pids = []  # FRR daemons (pidfiles)
@@ -91,6 +96,8 @@ class Harness(object):
             sh(["ip", "-n", ns, "link", "set", "lo", "up"])
         sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
         sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
+        for k, v in sorted(self.tor_sysctls.items()):
+            sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "%s=%s" % (k, v)])
         # One slot: the ToR port is the veth itself (carrier loss reaches zebra at once, as on a
         # real ToR port). Several slots share a NIC subnet: the ToR port is a bridge over them
         # (a bridge adds ~1 s before a lost port takes its carrier down).
@@ -108,7 +115,7 @@ class Harness(object):
             for nic in self.host["nics"]:
                 k = nic["index"]
                 a = [x for x in sd["nics"] if x["index"] == k][0]["address"]
-                tn, cn = "mnv%s%dk%d" % (self.tag[-4:], s, k), "eth%d" % k
+                tn, cn = self.tor_port(s, k), "eth%d" % k
                 sh(["ip", "link", "add", tn, "type", "veth", "peer", "name", cn, "netns", ns])
                 sh(["ip", "link", "set", tn, "netns", self.tor])
                 if self.bridge:
@@ -126,7 +133,7 @@ class Harness(object):
             sh(["ip", "-n", ns, "addr", "add", "%s/128" % sd["task_ip"]["ipv6"], "dev", "lo", "nodad"])
 
     def tor_port(self, slot, k):
-        return "mnv%s%dk%d" % (self.tag[-4:], slot, k)
+        return "%s%s%dk%d" % (self.prefix, self.tag[-4:], slot, k)
 
     # ---------------------------------------------------------------- FRR
     def frr_config(self):
@@ -176,14 +183,14 @@ class Harness(object):
         out = tor_policy.build_fabric_configs(plan, {"render_interfaces": False}, keys, devices=[tor])
         return out[tor]["text"]
 
-    def start_frr(self, bgpd_conf=None):
+    def start_frr(self, bgpd_conf=None, zebra_extra=""):
         os.makedirs(self.frr_dir, exist_ok=True)
         frr = pwd.getpwnam("frr")
         os.chown(self.frr_dir, frr.pw_uid, frr.pw_gid)
         z = os.path.join(self.frr_dir, "zebra.conf")
         b = os.path.join(self.frr_dir, "bgpd.conf")
         with open(z, "w") as f:
-            f.write("hostname %s\nno zebra nexthop kernel enable\n" % self.tor)
+            f.write("hostname %s\nno zebra nexthop kernel enable\n%s" % (self.tor, zebra_extra))
         with open(b, "w") as f:
             f.write(bgpd_conf or self.frr_config())
         for p in (z, b):
