@@ -35,7 +35,7 @@ TOR_STO6, TOR_STO4 = "fd00:5::1", "198.19.5.1"
 
 def sh(cmd, check=True, **kw):
     p = subprocess.run(cmd, shell=isinstance(cmd, str), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, **kw)
+                       universal_newlines=True, check=False, **kw)
     if check and p.returncode != 0:
         raise RuntimeError("%s failed: %s" % (cmd, p.stderr.strip()))
     return p
@@ -136,9 +136,11 @@ def bpfmod_runner():
 class Fabric(object):
     """hosts: list of lab host names to simulate (e.g. ["lab-r1-h1", "lab-r1-h2"])."""
 
-    def __init__(self, hosts=("lab-r1-h1", "lab-r1-h2"), tbf="200mbit", preassign=("lab-r1-h2",), host_data=None):
+    def __init__(self, hosts=("lab-r1-h1", "lab-r1-h2"), tbf="200mbit", preassign=("lab-r1-h2",), host_data=None,
+                 prefix="mnd"):
+        # prefix: name prefix of the namespaces and the temp dir (benchmarks use their own)
         self.rid = uuid.uuid4().hex[:4]
-        self.prefix = "mnd-%s" % self.rid
+        self.prefix = "%s-%s" % (prefix, self.rid)
         self.dir = "/tmp/%s" % self.prefix
         self.tor = self.prefix + "-tor"
         self.sto = self.prefix + "-sto"
