@@ -6,7 +6,9 @@ task slots per host), synthetic topology generated in memory. One core, single p
 
     PYTHONPATH=.build .venv/bin/python bench/tor_render.py [--racks-per-zone 252] [--write DIR]
 
-Prints figures; asserts nothing about time.
+Also one full rack (16 hosts x 8 NICs x 8 task slots, dual stack) per platform: sessions, per-slot
+peer-groups and prefix-lists, lines, render CPU time. Prints wall and CPU time (on a shared machine
+the CPU time is the one-core figure); asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -73,21 +75,26 @@ def main():
     print("region: %d racks, %d hosts, %d GPUs/NICs (%d per host), %d task slots; plan %.1f s"
           % (len(topo.racks), hosts, sum(h.nics for h in topo.hosts), topo.hosts[0].nics,
              sum(h.task_slots for h in topo.hosts), t1 - t0))
-    n = lines = sessions = 0
+    n = lines = sessions = groups = 0
     t2 = time.perf_counter()
+    c2 = time.process_time()
     for rack in topo.racks:
         sc = tor_policy.tor_structured_config(plan.rack_data(rack), {}, {})
         text = tor_policy.render(sc)
         n += 1
         lines += text.count("\n")
         sessions += sc["counts"]["neighbors"]
+        groups += sc["counts"]["peer_groups"]
         if args.write:
             os.makedirs(args.write, exist_ok=True)
             with open(os.path.join(args.write, sc["name"] + ".cfg"), "w") as fh:
                 fh.write(text)
     t3 = time.perf_counter()
-    print("render: %d ToR configs in %.2f s (%.2f ms each, one core); %d lines, %d host sessions"
-          % (n, t3 - t2, 1000.0 * (t3 - t2) / n, lines, sessions))
+    c3 = time.process_time()
+    print("render: %d ToR configs in %.2f s wall, %.2f s CPU (%.2f ms each, one core); %d lines, %d host "
+          "sessions in %d per-slot peer-groups" % (n, t3 - t2, c3 - c2, 1000.0 * (t3 - t2) / n, lines, sessions,
+                                                    groups))
+    _rack_scale()
 
     with open(os.path.join(HERE, "..", "inventories", "lab", "fabric.yml")) as fh:
         lab = load_topology(yaml.safe_load(fh))
@@ -100,6 +107,35 @@ def main():
     worst = max(zracks, key=lambda r: len(r.children))
     _fib_line("252-rack zone, fullest rack %s" % worst.name, plan, worst, topo, zone_racks=len(zracks))
     return 0
+
+
+def _rack_scale(hosts=16, nics=8, slots=8):
+    """One full rack (16 hosts x 8 NICs x 8 slots = 1024 sessions): size and render time per platform."""
+    topo = {
+        "name": "bench-rack", "region": {"name": "bench", "id": 1},
+        "capacity": {"buildings": 1, "zones": 1, "racks": 1, "hosts": hosts, "nics": nics, "task_slots": slots,
+                     "spines": 1},
+        "pools": {"ipv6": "fd00:1000::/32", "ipv4": "198.18.0.0/16",
+                  "infrastructure": {"ipv6": "fd00:ff::/48", "ipv4": "198.19.0.0/16"}},
+        "asn": {"spine": 4200000001, "tor": 4200100001, "host": 4201000001},
+        "buildings": [{"id": 1, "name": "b1", "zones": [{
+            "id": 1, "name": "z1", "spines": [{"id": 1, "name": "z1s1"}],
+            "racks": [{"id": 1, "name": "r1", "hosts": [{"id": h, "name": "r1h%d" % h, "nics": nics}
+                                                        for h in range(1, hosts + 1)]}]}]}],
+    }
+    plan = FabricPlan(load_topology(topo)).allocate()
+    rack = plan.rack_data(plan.topo.racks[0])
+    for platform in ("frr", "eos"):
+        tor_policy.render(tor_policy.tor_structured_config(rack, {}, {}, platform=platform))  # compile templates
+        c0 = time.process_time()
+        sc = tor_policy.tor_structured_config(rack, {}, {}, platform=platform)
+        text = tor_policy.render(sc)
+        c1 = time.process_time()
+        c = sc["counts"]
+        print("rack scale (%s): %d hosts x %d NICs x %d slots: %d sessions, %d peer-groups, %d prefix-lists, "
+              "%d lines, %d KiB, %.1f ms CPU" % (platform, hosts, nics, slots, c["neighbors"], c["peer_groups"],
+                                                c["slots"] * len(sc["families"]), text.count("\n"),
+                                                len(text) // 1024, 1000.0 * (c1 - c0)))
 
 
 def _fib_line(label, plan, rack, topo, zone_racks=None):

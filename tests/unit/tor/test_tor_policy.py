@@ -260,3 +260,42 @@ def test_frr_state_parsers():
     assert frr_state.split_json_stream('{"a": 1}\n{"b": 2}\n') == [{"a": 1}, {"b": 2}]
     assert frr_apply.parse_reload_test("\nLines To Delete\n===============\nno x\n\nLines To Add\n============\ny\n") \
         == (["no x"], ["y"])
+
+
+def test_frr_state_max_prefix_trip_and_sessions_by_host():
+    # Shapes recorded from FRR 8.4.4 after a maximum-prefix tear-down (live test) and a healthy peer.
+    data = {
+        "fd00:10::4": {"bgpState": "Idle", "peerGroup": "HOST-lab-r1-h1-S1", "lastResetDueTo": "BGP Notification send",
+                       "lastErrorCodeSubcode": "0601",
+                       "lastNotificationReason": "Cease/Maximum Number of Prefixes Reached",
+                       "addressFamilyInfo": {"ipv4Unicast": {"acceptedPrefixCounter": 0, "prefixAllowedMax": 1}}},
+        "fd00:10:0:1::4": {"bgpState": "Established", "peerGroup": "HOST-lab-r1-h1-S1",
+                           "addressFamilyInfo": {"ipv4Unicast": {"acceptedPrefixCounter": 1}}},
+        "fd00:10::5": {"bgpState": "Established", "peerGroup": "HOST-lab-r1-h1-S2",
+                       # An old NOTIFICATION survives re-establishment: not tripped now.
+                       "lastErrorCodeSubcode": "0601"},
+        "fd00:ff::1": {"bgpState": "Established", "peerGroup": "SPINES-IPV6"},
+    }
+    nb = frr_state.parse_neighbors(data)
+    assert nb["fd00:10::4"]["max_prefix_tripped"] is True
+    assert "Maximum Number of Prefixes" in nb["fd00:10::4"]["last_notification"]
+    assert nb["fd00:10::5"]["max_prefix_tripped"] is False
+    facts = {"neighbors": nb, "routes": {}, "bgp": {}}
+    assert frr_state.summarize(facts)["max_prefix_tripped"] == ["fd00:10::4"]
+    assert frr_state.sessions_by_host(facts) == {"lab-r1-h1": {
+        "total": 3, "established": 2,
+        "slots": {1: {"total": 2, "established": 1}, 2: {"total": 1, "established": 1}}}}
+    assert frr_state.slot_of_group("HOST-a-b-S12-IPV4") == ("a-b", 12)
+    assert frr_state.slot_of_group("SPINES-IPV4") is None
+
+
+def test_maximum_prefix_threshold_auto_and_explicit():
+    frr = tor_policy.tor_structured_config(lab_rack())
+    assert frr["policy"]["maximum_prefix_threshold"] == 100       # limit 1: 75 % would round to 0
+    assert tor_policy.tor_structured_config(lab_rack(), {"maximum_prefix": 4})["policy"]["maximum_prefix_threshold"] == 75
+    assert "maximum-prefix 4 restart 5\n" in tor_policy.render(tor_policy.tor_structured_config(lab_rack(), {"maximum_prefix": 4}))
+    eos = tor_policy.tor_structured_config(lab_rack(), platform="eos")
+    assert eos["policy"]["maximum_prefix_threshold"] == 75
+    with pytest.raises(tor_policy.TorPolicyError) as exc:
+        tor_policy.tor_structured_config(lab_rack(), {"maximum_prefix_threshold": 0})
+    assert _problems(exc)[0][0] == "options.maximum_prefix_threshold"
