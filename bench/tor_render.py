@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Render time of every ToR config of a 100K-GPU region, and per-ToR FIB size (computed).
 
 Region: 5 buildings x 8 AI zones x 252 racks, hosts per rack 2..4 (8 GPUs/NICs... here 4 NICs x 8
@@ -92,8 +91,8 @@ def main():
     t3 = time.perf_counter()
     c3 = time.process_time()
     print("render: %d ToR configs in %.2f s wall, %.2f s CPU (%.2f ms each, one core); %d lines, %d host "
-          "sessions in %d per-slot peer-groups" % (n, t3 - t2, c3 - c2, 1000.0 * (t3 - t2) / n, lines, sessions,
-                                                    groups))
+          "sessions in %d per-slot peer-groups"
+          % (n, t3 - t2, c3 - c2, 1000.0 * (c3 - c2) / n, lines, sessions, groups))
     _rack_scale()
 
     with open(os.path.join(HERE, "..", "inventories", "lab", "fabric.yml")) as fh:
@@ -133,9 +132,9 @@ def _rack_scale(hosts=16, nics=8, slots=8):
         c1 = time.process_time()
         c = sc["counts"]
         print("rack scale (%s): %d hosts x %d NICs x %d slots: %d sessions, %d peer-groups, %d prefix-lists, "
-              "%d lines, %d KiB, %.1f ms CPU" % (platform, hosts, nics, slots, c["neighbors"], c["peer_groups"],
-                                                c["slots"] * len(sc["families"]), text.count("\n"),
-                                                len(text) // 1024, 1000.0 * (c1 - c0)))
+              "%d lines, %d KiB, %.1f ms CPU"
+              % (platform, hosts, nics, slots, c["neighbors"], c["peer_groups"], c["slots"] * len(sc["families"]),
+                 text.count("\n"), len(text) // 1024, 1000.0 * (c1 - c0)))
 
 
 def _fib_line(label, plan, rack, topo, zone_racks=None):

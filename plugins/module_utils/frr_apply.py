@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Validate, diff and apply an FRR candidate config with vtysh and frr-reload.py (no bgpd restart).
 
 Pure Python, no Ansible imports: the caller passes ``run(argv) -> (rc, stdout, stderr)`` (the

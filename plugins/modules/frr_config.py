@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -59,6 +59,7 @@ attributes:
     description: The exact delta frr-reload.py applies, as C(-) and C(+) lines (secrets redacted).
   platform:
     support: full
+    description: Runs on the FRR box (POSIX), where vtysh and frr-reload.py are.
     platforms: posix
 requirements:
   - FRR with vtysh and frr-reload.py (Debian/Ubuntu package frr-pythontools)

@@ -61,8 +61,10 @@ attributes:
     description: Read-only.
   diff_mode:
     support: none
+    description: Read-only; nothing to diff.
   platform:
     support: full
+    description: Runs on the FRR box (POSIX), where vtysh is.
     platforms: posix
 """
 

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # Documentation only: the work is done by the action plugin of the same name on the controller.
 from __future__ import annotations
 
@@ -54,8 +54,10 @@ attributes:
         diff in check mode compares against the new intended config.
   diff_mode:
     support: none
+    description: No diff output; the device diff comes from M(netscale.multinic.frr_config).
   platform:
     support: full
+    description: Runs on the controller (POSIX), as an action plugin.
     platforms: posix
 notes:
   - Errors on bad input list every problem with the field, the value and the fix, and nothing is written.

@@ -47,7 +47,8 @@ while True:
 
 
 def sh(argv, check=True, timeout=60, env=None):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env,
+                          check=False)
     if check and proc.returncode != 0:
         raise RuntimeError("%s -> rc %d: %s %s" % (" ".join(argv), proc.returncode, proc.stdout, proc.stderr))
     return proc

@@ -39,7 +39,7 @@ def _playbook(lab, fabric_path, *extra):
     env = dict(os.environ, PATH="%s/.venv/bin:%s" % (REPO, os.environ.get("PATH", "")),
                ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     p = subprocess.run(["ansible-playbook", "-i", inv_path, play] + list(extra), cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     recap = re.search(r"%s\s+: ok=(\d+)\s+changed=(\d+)" % TOR, p.stdout)
     return p.stdout, int(recap.group(2))

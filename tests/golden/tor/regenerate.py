@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Re-render the ToR/spine golden files: `PYTHONPATH=.build .venv/bin/python tests/golden/tor/regenerate.py`.
 
 Review the git diff afterwards: every change in a golden file is a change in what devices get.

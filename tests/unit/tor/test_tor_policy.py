@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 import os
 import subprocess
@@ -60,7 +59,7 @@ def test_frr_golden_files_pass_vtysh_dry_run():
             path = os.path.join(d, f)
             if not f.endswith(".cfg") or "service routing protocols" in open(path).read():
                 continue
-            p = subprocess.run(["vtysh", "-C", "-f", path], capture_output=True, text=True)
+            p = subprocess.run(["vtysh", "-C", "-f", path], capture_output=True, text=True, check=False)
             if p.returncode != 0:
                 bad.append((f, p.stdout + p.stderr))
     assert bad == []
