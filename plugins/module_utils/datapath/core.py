@@ -369,7 +369,7 @@ class Datapath(object):
         return ch
 
     # ---- plan: eBPF --------------------------------------------------------------------------
-    def plan_bpf(self):
+    def plan_bpf(self, check_mode=False):
         """Changes to reach the desired program state (attached in ebpf mode, absent otherwise)."""
         ch = []
         devs = [n["name"] for n in self.spec["nics"]] + \
@@ -377,6 +377,12 @@ class Datapath(object):
         if not self.spec["ebpf"]:
             return self._plan_bpf_off(devs)
         obj = self.o.bpf_object
+        if check_mode and obj and not os.path.exists(obj):
+            # check mode on a fresh host: the role's copy of the object was only simulated
+            return [Change("load %s (copied by the role; not on the host yet)" % obj, None)] + \
+                [Change("attach %s on %s ingress (pref %d)" % (
+                    bpfmod.PROG_NIC if dev in [n["name"] for n in self.spec["nics"]] else bpfmod.PROG_VETH,
+                    dev, bpfmod.TC_PREF), None) for dev in devs]
         if not obj or not os.path.exists(obj):
             raise bpfmod.BpfError("bpf_object %r not found on the host. Fix: let the role copy the compiled "
                                   "object (host_datapath_bpf_object) or set host_datapath_ebpf: false." % obj)
@@ -552,7 +558,7 @@ class Datapath(object):
         base = self.plan_base()
         done = [c.desc for c in base]
         if check_mode:
-            return done + [c.desc for c in self.plan_bpf()]
+            return done + [c.desc for c in self.plan_bpf(check_mode=True)]
         if base or self.state is None or self.state.get("spec") != self.spec:
             self._ensure_state(collateral)
         for c in base:
