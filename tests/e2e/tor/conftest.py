@@ -13,6 +13,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from harness import TorLab, wait_for  # noqa: E402
 
+from ansible_collections.netscale.multinic.plugins.module_utils import frr_state  # noqa: E402
+
 MD5 = {"lab-r1-h1": "mnt-lab-key-h1", "lab-r1-h2": "mnt-lab-key-h2"}
 
 
@@ -49,4 +51,10 @@ def _all_established(lab):
     r2 = lab.plan.rack_data(next(r for r in lab.topo.racks if r.name == "lab-r2"))
     v4 = lab.vjson("lab-r1-tor", "show ip route %s json" % r2["prefix"]["ipv4"])
     v6 = lab.vjson("lab-r1-tor", "show ipv6 route %s json" % r2["prefix"]["ipv6"])
-    return bool(v4) and bool(v6)
+    if not (v4 and v6):
+        return False
+    # Every task IP of the rack at full ECMP width (one next hop per NIC of its host).
+    r = lab.routers["lab-r1-tor"]
+    f = frr_state.collect(lab.run_in("lab-r1-tor"), r["target"])
+    return all(frr_state.ecmp_width(f, s["task_ip"][fam] + ("/32" if fam == "ipv4" else "/128")) == h["nic_count"]
+               for h in lab.rack_data["hosts"] for s in h["slots"] for fam in ("ipv4", "ipv6"))

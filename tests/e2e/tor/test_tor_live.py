@@ -276,10 +276,12 @@ def test_check_mode_diff_against_changed_plan_changes_nothing(torlab):
     slot2 = [sn["address"]["ipv6"] for sn in torlab.host("lab-r1-h1")["slots"][1]["nics"]]
     try:
         assert frr_apply.converge(run, target, text)["changed"] is True
-        f = facts(torlab)
+        f = wait_for(lambda: (lambda f: f if frr_state.ecmp_width(f, "198.18.0.9/32") == 0 else None)(facts(torlab)),
+                     timeout=10, interval=0.1)
+        assert f, "slot 2's task IP still routed after its peer-group was removed"
         assert not set(slot2) & set(f["neighbors"]), sorted(f["neighbors"])
         assert "HOST-lab-r1-h1-S2" not in frr_state.sessions_by_group(f)
-        assert frr_state.ecmp_width(f, "198.18.0.8/32") == 2 and frr_state.ecmp_width(f, "198.18.0.9/32") == 0
+        assert frr_state.ecmp_width(f, "198.18.0.8/32") == 2
         assert frr_apply.converge(run, target, text, check_mode=True)["changed"] is False
     finally:
         frr_apply.converge(run, target, same)
@@ -350,16 +352,20 @@ def test_max_prefix_backstop_trips_at_limit_plus_two_and_flood_is_counted(torlab
         (line,) = _log_lines(logfile, "%MAXPFXEXCEED", sess)
         assert "2 exceed, limit 1" in line, line       # counted before the 3rd route was added
         assert _log_lines(logfile, "Maximum Number of Prefixes Reached", sess)
-        f = facts(torlab)
+        # The slot keeps its other NIC; the sibling slot keeps everything (zebra follows bgpd).
+        widths = {fam: {host_prefix(slot["task_ip"][fam]): h1["nic_count"] - 1,
+                        host_prefix(sibling["task_ip"][fam]): h1["nic_count"]} for fam in ("ipv4", "ipv6")}
+
+        def settled():
+            f = facts(torlab)
+            ok = all(frr_state.ecmp_width(f, p) == w for ws in widths.values() for p, w in ws.items())
+            return f if ok and f["routes"]["ipv4"].get("198.18.100.1/32") is None else None
+        f = wait_for(settled, timeout=10, interval=0.1)
+        assert f, {p: frr_state.ecmp_width(facts(torlab), p) for ws in widths.values() for p in ws}
         n = f["neighbors"][sess]
         assert n["max_prefix_tripped"] and n["state"] != "Established", n
         assert f["summary"]["max_prefix_tripped"] == [sess]
         assert "Maximum Number of Prefixes" in n["last_notification"]
-        # The slot keeps its other NIC; the sibling slot keeps everything.
-        for fam in ("ipv4", "ipv6"):
-            assert frr_state.ecmp_width(f, host_prefix(slot["task_ip"][fam])) == h1["nic_count"] - 1
-            assert frr_state.ecmp_width(f, host_prefix(sibling["task_ip"][fam])) == h1["nic_count"]
-        assert f["routes"]["ipv4"].get("198.18.100.1/32") is None
         # It stays down (restart timer 5 min): ExaBGP's reconnects are refused.
         time.sleep(4)
         assert not facts(torlab)["neighbors"][sess]["established"]
