@@ -14,23 +14,9 @@ from __future__ import annotations
 import json
 import os
 
+from ansible_collections.netscale.multinic.plugins.module_utils.frr_state import split_json_stream
 from ansible_collections.netscale.multinic.plugins.module_utils.gates import builtin
 from ansible_collections.netscale.multinic.plugins.module_utils.gates.engine import MeasurementError
-
-
-def split_json_stream(text):
-    """Decode concatenated JSON documents (``vtysh -c A -c B`` prints one per command)."""
-    dec = json.JSONDecoder()
-    out = []
-    i, n = 0, len(text or "")
-    while i < n:
-        while i < n and text[i].isspace():
-            i += 1
-        if i >= n:
-            break
-        obj, i = dec.raw_decode(text, i)
-        out.append(obj)
-    return out
 
 
 FRR_COMMANDS = {
