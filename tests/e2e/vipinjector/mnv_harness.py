@@ -39,7 +39,7 @@ FRR = "/usr/lib/frr"
 
 
 def sh(cmd, check=True, **kw):
-    r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True, **kw)
+    r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True, check=False, **kw)
     if check and r.returncode != 0:
         raise RuntimeError("%s -> %d: %s %s" % (cmd, r.returncode, r.stdout, r.stderr))
     return r
