@@ -13,8 +13,9 @@ author:
 description:
   - Runs on the controller. Plans the fabric from the topology file and computes, per rack, the ToR's
     BGP policy (one eBGP session per task slot and host NIC from the container's per-NIC address,
-    per-host inbound prefix-lists permitting exactly the host's task IPs, nothing sent to hosts, only
-    the rack aggregate upstream, ECMP with multipath-relax, timers 3/9, GTSM, TCP-MD5 per host) and
+    a peer-group, route-map and prefix-lists per task slot permitting exactly that slot's task IP,
+    nothing sent to hosts, only the rack aggregate upstream, ECMP with multipath-relax, timers 3/9,
+    GTSM, TCP-MD5 per host) and
     per spine the policy accepting only rack aggregates.
   - Writes O(dest)/configs/<device>.cfg (mode 0600, it may hold TCP-MD5 keys) and
     O(dest)/structured_configs/<device>.yml (keys redacted). Only changed files are rewritten, so a
@@ -37,7 +38,7 @@ options:
     description:
       - Policy options, documented in docs/tor-policy.md - C(maximum_paths), C(timers), C(hop_limit),
         C(md5) (required, optional, off), C(bfd), C(passive), C(ipv4_transport), C(maximum_prefix),
-        C(adj_rib_in), C(render_interfaces), C(spine_networks) and more.
+        C(maximum_prefix_threshold), C(adj_rib_in), C(render_interfaces), C(spine_networks) and more.
     type: dict
     default: {}
   md5_keys_var:
