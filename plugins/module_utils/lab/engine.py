@@ -417,6 +417,10 @@ class Lab(object):
             ("net.ipv6.conf.all.keep_addr_on_down", 1), ("net.ipv6.conf.default.keep_addr_on_down", 1),
             ("net.ipv4.ip_forward", 1), ("net.ipv6.conf.all.forwarding", 1),
             ("net.ipv4.fib_multipath_hash_policy", 1), ("net.ipv6.fib_multipath_hash_policy", 1),
+            # As tor_bgp sets on a Linux ToR: dead-carrier next hops leave ECMP groups at once.
+            ("net.ipv4.conf.all.ignore_routes_with_linkdown", 1), ("net.ipv6.conf.all.ignore_routes_with_linkdown", 1),
+            ("net.ipv4.conf.default.ignore_routes_with_linkdown", 1),
+            ("net.ipv6.conf.default.ignore_routes_with_linkdown", 1),
         ]
         end_sysctls = [("net.ipv6.conf.all.keep_addr_on_down", 1), ("net.ipv6.conf.default.keep_addr_on_down", 1)]
         for s in self.spec.spines:

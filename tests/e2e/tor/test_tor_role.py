@@ -50,6 +50,9 @@ def test_role_apply_idempotent_and_check_diff(torlab):
     hash_v4 = torlab.nsexec("t1", "sysctl", "-n", "net.ipv4.fib_multipath_hash_policy").stdout.strip()
     hash_v6 = torlab.nsexec("t1", "sysctl", "-n", "net.ipv6.fib_multipath_hash_policy").stdout.strip()
     assert (hash_v4, hash_v6) == ("1", "1")
+    linkdown = [torlab.nsexec("t1", "sysctl", "-n", "net.ipv%s.conf.all.ignore_routes_with_linkdown" % v).stdout.strip()
+                for v in (4, 6)]
+    assert linkdown == ["1", "1"], "a dead NIC's next hop must leave the ToR's ECMP group in the kernel"
     out, changed = _playbook(torlab, LAB_FABRIC)
     assert changed == 0, out[-3000:]
     # Changed plan: lab-r1-h1 runs one task slot.
