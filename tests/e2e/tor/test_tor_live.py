@@ -276,8 +276,11 @@ def test_check_mode_diff_against_changed_plan_changes_nothing(torlab):
     slot2 = [sn["address"]["ipv6"] for sn in torlab.host("lab-r1-h1")["slots"][1]["nics"]]
     try:
         assert frr_apply.converge(run, target, text)["changed"] is True
-        f = wait_for(lambda: (lambda f: f if frr_state.ecmp_width(f, "198.18.0.9/32") == 0 else None)(facts(torlab)),
-                     timeout=10, interval=0.1)
+
+        def slot2_gone():
+            f = facts(torlab)
+            return f if frr_state.ecmp_width(f, "198.18.0.9/32") == 0 else None
+        f = wait_for(slot2_gone, timeout=10, interval=0.1)
         assert f, "slot 2's task IP still routed after its peer-group was removed"
         assert not set(slot2) & set(f["neighbors"]), sorted(f["neighbors"])
         assert "HOST-lab-r1-h1-S2" not in frr_state.sessions_by_group(f)
