@@ -101,8 +101,8 @@ def main(argv=None):
     by_nics = {}
     for h in blab.spec.hosts:
         by_nics.setdefault(len(h["nics"]), []).append(h["name"])
-    hosts = [x for x in o.hosts.split(",") if x] or [v[0] for k, v in sorted(by_nics.items(), reverse=True)
-                                                      if k in (4, 2)]
+    default_hosts = [v[0] for k, v in sorted(by_nics.items(), reverse=True) if k in (4, 2)]
+    hosts = [x for x in o.hosts.split(",") if x] or default_hosts
     four = [h for h in hosts if len(blab.nics(h)) == 4]
     surge_hosts = [x for x in o.surge_hosts.split(",") if x] or four
     few_hosts = [x for x in o.few_hosts.split(",") if x] or four

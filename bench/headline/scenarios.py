@@ -29,8 +29,8 @@ class Server(object):
 
     def __enter__(self):
         logf = open(self.log_path, "wb")  # pylint: disable=consider-using-with
-        self.proc = subprocess.Popen(self.blab.in_ns(self.blab.storage_ns(), [sys.executable, FLOWS, "serve",
-                                                                                "--port", str(self.port)]),
+        serve = [sys.executable, FLOWS, "serve", "--port", str(self.port)]
+        self.proc = subprocess.Popen(self.blab.in_ns(self.blab.storage_ns(), serve),
                                      stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         logf.close()
@@ -157,8 +157,8 @@ class Runner(object):
             order = ("before", "after") if rep % 2 == 0 else ("after", "before")
             for mode in order:
                 paths = self.blab.set_mode(host, slots, mode)
-                self.log("%s (%d NICs) rep %d: %s (ToR next hops %s)" % (host, nics, rep + 1, mode,
-                                                                      sorted(set(paths.values()))))
+                hops = sorted(set(paths.values()))
+                self.log("%s (%d NICs) rep %d: %s (ToR next hops %s)" % (host, nics, rep + 1, mode, hops))
                 time.sleep(o.settle)
                 if "checkpoint" in scenarios:
                     self.transfer(host, mode, rep, "checkpoint", "put", o.flows, o.size)
