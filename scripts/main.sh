@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default target (this machine's fabric lab), from a fresh Debian 12
-# machine: set-up, plan, build the lab, and print where everything is. Later stages (ToR policy,
-# host datapath, sidecars, canary-then-fleet rollout and its report) are added here as they land.
+# machine: set-up, build the lab, plan, render the ToR policy, roll out canary-then-fleet with health
+# gates (automatic rollback of a failed wave), and print the report.
 #   bash scripts/main.sh            # run it
 #   bash scripts/main.sh --down     # tear the lab down
 set -euo pipefail
@@ -17,11 +17,21 @@ if [ "${1:-}" = "--down" ]; then
   exit 0
 fi
 
+echo "=== lab: FRR spine and ToRs, systemd GPU hosts (2 and 4 NICs), storage node"
+ansible-playbook -i "$inventory" playbooks/lab.yml
 echo "=== plan: validate the topology, write intended/plan/"
 ansible-playbook -i "$inventory" playbooks/plan.yml
-echo "=== lab: spine, ToRs, systemd GPU hosts, storage node"
-ansible-playbook -i "$inventory" playbooks/lab.yml
+echo "=== rollout: ToR policy rack by rack, hosts canary then fleet, health gates after each wave"
+rc=0
+ansible-playbook -i "$inventory" playbooks/rollout.yml || rc=$?
+report=$(ls -1dt reports/2*/ 2>/dev/null | head -1)
 echo
+if [ -n "$report" ] && [ -f "$report/report.md" ]; then
+  sed -n '1,60p' "$report/report.md"
+  echo
+  echo "report:    $here/${report%/}/report.md (JSON: report.json, plot: per-NIC shares SVG)"
+fi
 echo "plan:      $here/intended/plan/summary.yml"
-echo "inventory: ansible-inventory -i $inventory --graph"
+echo "configs:   $here/intended/configs/"
 echo "lab down:  bash scripts/main.sh --down"
+exit $rc
