@@ -1,0 +1,377 @@
+# -*- coding: utf-8 -*-
+"""Test cases of the whole stack on the lab, shared by test_stack_ebpf.py and test_stack_kernel.py
+(each builds its own lab with a module-scoped fixture and deploys playbooks/site.yml in its mode).
+
+Assertions are on observed state: ToR kernel FIB (`ip -j route`), frr_facts, NIC byte counters,
+iperf3 per-stream 0.2 s intervals, systemd properties, before/after dumps of the hosts.
+"""
+import os
+import threading
+import time
+
+import pytest
+
+import mns_stack as M
+
+FLOWS = 32
+RUN = 6
+
+
+class Stack(object):
+    def __init__(self, lab, mode, hosts, tors, outputs, before):
+        self.lab = lab
+        self.mode = mode
+        self.hosts = hosts
+        self.tors = tors
+        self.out = outputs
+        self.before = before
+
+
+def require_live():
+    if os.geteuid() != 0:
+        pytest.fail("stack tests need root (lab: namespaces, cgroups, FRR, systemd hosts)")
+
+
+def build_stack(mode, hosts, tors, check_fresh):
+    """Lab + site.yml in the given mode. Returns (Stack, finalizer)."""
+    require_live()
+    os.makedirs(M.WORK, exist_ok=True)
+    M.lab_teardown()
+    M.lab_build()
+    lab = M.Lab()
+    limit = ["--limit", ",".join(tors + hosts)]
+    extra = limit + ["-e", "host_datapath_ebpf=%s" % ("true" if mode == "ebpf" else "false")]
+    out = {}
+    before = dict((h, lab.dump(h)) for h in hosts)
+    if check_fresh:
+        out["check_fresh"] = M.site("--check", "--diff", *extra)
+        out["after_check"] = dict((h, lab.dump(h)) for h in hosts)
+    t0 = time.monotonic()
+    out["run"] = M.site(*extra)
+    out["run_s"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    out["rerun"] = M.site(*extra) if mode == "ebpf" else M.site("--check", "--diff", *extra)
+    out["rerun_s"] = time.monotonic() - t0
+    for h in hosts:   # line-rate emulation: 200 Mbit/s tbf on every NIC, both directions (as lab_link speed)
+        lab.tbf(h, "200mbit")
+    return Stack(lab, mode, hosts, tors, out, before)
+
+
+# ---- deploy ------------------------------------------------------------------------------------
+def test_site_converges(stack):
+    """check mode on the fresh lab shows changes and changes nothing; the run converges; the
+    second run (eBPF module) / --check --diff (kernel module) reports 0 changed."""
+    if "check_fresh" in stack.out:
+        rc = M.recap(stack.out["check_fresh"].stdout)
+        for h in stack.hosts + stack.tors:
+            assert rc[h]["failed"] == 0 and rc[h]["unreachable"] == 0, rc
+        for h in stack.hosts:
+            assert rc[h]["changed"] > 0, "check mode on a fresh host must show changes: %s" % rc
+            assert M.diff_dumps(stack.before[h], stack.out["after_check"][h]) == {}, "check mode changed %s" % h
+    rc = M.recap(stack.out["run"].stdout)
+    assert all(v["failed"] == 0 for v in rc.values()), rc
+    again = M.recap(stack.out["rerun"].stdout)
+    print("%s: deploy %.0f s, second run %.0f s, recap %s" % (stack.mode, stack.out["run_s"], stack.out["rerun_s"], again))
+    for h in stack.hosts + stack.tors:
+        assert again[h]["changed"] == 0 and again[h]["failed"] == 0, "second run on %s: %s" % (h, again[h])
+
+
+def test_tor_fib_width(stack):
+    """Every task IP (both slots, both families) in its ToR's kernel FIB with width = NIC count,
+    the same in frr_facts; every host session Established."""
+    lab = stack.lab
+    for tor in stack.tors:
+        want = {}
+        for h in stack.hosts:
+            if lab.tor_of(h) != tor:
+                continue
+            for s in lab.hosts[h]["slots"]:
+                for fam in ("ipv4", "ipv6"):
+                    want[s["task_ip"][fam]] = len(lab.hosts[h]["nics"])
+        fib = lab.tor_fib(tor)
+        got = dict((p, len(fib.get(p.split("/")[0], ()))) for p in want)
+        assert got == want, "%s kernel FIB widths %s, want %s" % (tor, got, want)
+        cidrs = dict((p + ("/128" if ":" in p else "/32"), n) for p, n in want.items())
+        facts = M.adhoc(tor, "netscale.multinic.frr_facts", {"prefixes": sorted(cidrs)})
+        assert facts["ecmp"] == cidrs, "%s frr_facts ecmp %s, want %s" % (tor, facts["ecmp"], cidrs)
+        for name, s in facts["sessions"].items():
+            if name.startswith("HOST-"):
+                assert s["established"] == s["total"] > 0, "%s %s: %s" % (tor, name, s)
+        print("%s: %s" % (tor, got))
+
+
+def _spread(stack, host, fam, reverse, port):
+    res, sh, total = stack.lab.iperf(host, fam, port, flows=FLOWS, seconds=RUN, reverse=reverse, interval=1.0)
+    n = len(stack.lab.nics(host))
+    bps = res["end"]["sum_received"]["bits_per_second"] / 1e6
+    print("%s %s %s %s: %.0f Mbit/s over %d NICs, shares %s" % (
+        stack.mode, host, fam, "storage->task IP" if reverse else "container->storage", bps, n,
+        dict((k, round(v, 3)) for k, v in sorted(sh.items()))))
+    assert total > 0
+    for nic, s in sh.items():
+        assert abs(s - 1.0 / n) <= 0.05, "%s %s: NIC %s share %.3f, want %.3f +- 0.05 (%s)" % (
+            host, fam, nic, s, 1.0 / n, sh)
+    return bps
+
+
+SPREAD = [("mns-r1-h2", "ipv6", False), ("mns-r1-h2", "ipv4", True),
+          ("mns-r1-h1", "ipv4", False), ("mns-r1-h1", "ipv6", True)]
+
+
+@pytest.mark.parametrize("host,fam,reverse", SPREAD, ids=["4nic-egress-v6", "4nic-ingress-v4", "2nic-egress-v4",
+                                                          "2nic-ingress-v6"])
+def test_spread(stack, host, fam, reverse):
+    """32 flows from a container to storage (egress) and storage -> task IP (ingress, iperf3 -R)
+    spread over the host's tbf-limited NICs, each NIC's byte share within +-5 points of 1/N."""
+    _spread(stack, host, fam, reverse, 5301 + SPREAD.index((host, fam, reverse)))
+
+
+def test_host_local(stack):
+    """Container <-> its own host works (host-local traffic left to the host stack)."""
+    lab, host = stack.lab, "mns-r1-h2"
+    for nic in lab.hosts[host]["nics"]:
+        for fam in ("ipv4", "ipv6"):
+            p = M.sh(lab.in_slot(host, 1, ["ping", "-c", "1", "-W", "2", nic["address"][fam]]), check=False)
+            assert p.returncode == 0, "container -> host %s: %s" % (nic["address"][fam], p.stdout + p.stderr)
+    for fam in ("ipv4", "ipv6"):
+        tip = lab.task_ip(host, fam).split("/")[0]
+        p = lab.x(host, ["ping", "-c", "1", "-W", "2", tip], check=False)
+        assert p.returncode == 0, "host -> own container task IP %s: %s" % (tip, p.stdout + p.stderr)
+
+
+def _flap(stack, host, kind, k, t_down, t_up, events):
+    lab = stack.lab
+    nic = lab.hosts[host]["nics"][k]
+    tor = lab.tor_of(host)
+    n = len(lab.hosts[host]["nics"])
+    time.sleep(t_down)
+    t0 = time.monotonic()
+    if kind == "admin":
+        M.sh(["ip", "-n", lab.netns(host), "link", "set", nic["name"], "down"])
+    else:   # carrier loss on the host NIC: the ToR port goes away
+        M.sh(["ip", "-n", lab.netns(tor), "link", "set", nic["tor_port"], "down"])
+    try:
+        events["out"] = lab.wait_width(host, n - 1, timeout=5)
+    except AssertionError as e:
+        events["out_error"] = str(e)
+    time.sleep(max(0.0, t_up - t_down - (time.monotonic() - t0)))
+    t1 = time.monotonic()
+    if kind == "admin":
+        M.sh(["ip", "-n", lab.netns(host), "link", "set", nic["name"], "up"])
+    else:
+        M.sh(["ip", "-n", lab.netns(tor), "link", "set", nic["tor_port"], "up"])
+    try:
+        events["back"] = lab.wait_width(host, n, timeout=30)
+    except AssertionError as e:
+        events["back_error"] = str(e)
+    events["back_total"] = time.monotonic() - t1
+
+
+@pytest.mark.parametrize("kind", ["admin", "carrier"])
+def test_nic_failure(stack, kind):
+    """32 flows each way on the 4-NIC host; eth1 fails at 3 s and returns at 6 s: its next hop
+    leaves the ToR FIB, no stream stalls > 1 s in either direction; after the return (no re-run)
+    the session, the ECMP width and eth1's share come back."""
+    lab, host = stack.lab, "mns-r1-h2"
+    results, events = {}, {}
+
+    def run(name, fam, port, reverse):
+        try:
+            results[name] = lab.iperf(host, fam, port, flows=FLOWS, seconds=10, reverse=reverse, interval=0.2)[0]
+        except AssertionError as e:
+            results[name] = {"error": str(e)}
+
+    base = 5320 if kind == "admin" else 5330
+    threads = [threading.Thread(target=run, args=("egress", "ipv6", base + 1, False)),
+               threading.Thread(target=run, args=("ingress", "ipv4", base + 2, True)),
+               threading.Thread(target=_flap, args=(stack, host, kind, 1, 3.0, 6.0, events))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    for name, res in results.items():
+        assert "error" not in res, "%s: %s" % (name, res["error"])
+    worst = dict((k, M.max_stall(v)) for k, v in results.items())
+    print("%s %s: next hop out of the ToR FIB after %s s, back %s s after the NIC (no re-run); worst stream "
+          "stall %s; stalls >= 0.4 s (start, length): %s" % (
+              stack.mode, kind, round(events.get("out", -1), 3), round(events.get("back", -1), 2), worst,
+              dict((k, M.stalls(v)) for k, v in results.items())))
+    assert "out_error" not in events, events
+    assert "back_error" not in events, events
+    for k, v in worst.items():
+        assert v <= 1.0, "%s %s %s: a stream stalled %.1f s" % (stack.mode, kind, k, v)
+    # share after the return, one direction at a time
+    time.sleep(0.5)
+    for label, fam, reverse in (("egress", "ipv6", False), ("ingress", "ipv4", True)):
+        dummy, sh, dummy2 = lab.iperf(host, fam, base + 3 + int(reverse), flows=FLOWS, seconds=RUN,
+                                      reverse=reverse, interval=1.0)
+        print("after recovery %s shares %s" % (label, dict((k, round(v, 3)) for k, v in sorted(sh.items()))))
+        assert abs(sh["eth1"] - 0.25) <= 0.05, "%s: eth1 share %.3f after recovery (%s)" % (label, sh["eth1"], sh)
+
+
+# ---- sidecar lifecycle (issue 6) ---------------------------------------------------------------
+SIDE_HOST = "mns-r1-h2"
+
+
+def _unit_prop(lab, host, unit, prop):
+    return lab.x(host, ["systemctl", "show", "-p", prop, "--value", unit]).stdout.strip()
+
+
+def test_sidecar_killed_restarts(stack):
+    """SIGKILL to the sidecar's main PID (from systemd): systemd restarts it and the routes return."""
+    lab, unit = stack.lab, "netscale-vipinjector@1.service"
+    n = len(lab.nics(SIDE_HOST))
+    pid0 = int(_unit_prop(lab, SIDE_HOST, unit, "MainPID"))
+    restarts0 = int(_unit_prop(lab, SIDE_HOST, unit, "NRestarts"))
+    assert pid0 > 0
+    t0 = time.monotonic()
+    lab.x(SIDE_HOST, ["kill", "-KILL", str(pid0)])
+    lab.wait_width(SIDE_HOST, 0, timeout=15)
+    gone = time.monotonic() - t0
+    back = lab.wait_width(SIDE_HOST, n, timeout=30) + gone
+    pid1 = int(_unit_prop(lab, SIDE_HOST, unit, "MainPID"))
+    restarts1 = int(_unit_prop(lab, SIDE_HOST, unit, "NRestarts"))
+    print("SIGKILL: routes gone after %.2f s, back at full width %.2f s after the kill (restarts %d -> %d)"
+          % (gone, back, restarts0, restarts1))
+    assert pid1 > 0 and pid1 != pid0 and restarts1 == restarts0 + 1
+
+
+def _ping_task_ip(lab, host, fam):
+    tip = lab.task_ip(host, fam)
+    return M.sh(["nsenter", "--net=/run/netns/%s" % lab.netns("mns-storage"), "--", "ping", "-c", "3", "-i", "0.2",
+                 "-W", "2", tip], check=False)
+
+
+def test_sidecar_stopped_degrades_to_nic0(stack):
+    """Sidecar stopped: the task routes leave the ToR, the task IP stays reachable from storage
+    through the NIC-0 subnet route (proxy on NIC 0); started again: full width."""
+    lab, unit = stack.lab, "netscale-vipinjector@1.service"
+    n = len(lab.nics(SIDE_HOST))
+    lab.x(SIDE_HOST, ["systemctl", "stop", unit])
+    try:
+        lab.wait_width(SIDE_HOST, 0, timeout=10)
+        for fam in ("ipv4", "ipv6"):
+            p = _ping_task_ip(lab, SIDE_HOST, fam)
+            assert p.returncode == 0, "storage -> %s without BGP: %s" % (lab.task_ip(SIDE_HOST, fam), p.stdout + p.stderr)
+        rx0 = lab.nic_bytes(SIDE_HOST, "rx")
+        _ping_task_ip(lab, SIDE_HOST, "ipv4")
+        rx1 = lab.nic_bytes(SIDE_HOST, "rx")
+        assert rx1["eth0"] > rx0["eth0"], "degraded path must enter through eth0: %s -> %s" % (rx0, rx1)
+    finally:
+        lab.x(SIDE_HOST, ["systemctl", "start", unit])
+    print("restarted: full width after %.2f s" % lab.wait_width(SIDE_HOST, n, timeout=30))
+
+
+def test_drain_file(stack):
+    """Drain file -> withdrawn within one interval (1 s); removed -> announced again."""
+    lab = stack.lab
+    n = len(lab.nics(SIDE_HOST))
+    drain = "/run/netscale-vipinjector/slot1.drain"
+    lab.x(SIDE_HOST, ["touch", drain])
+    try:
+        t_out = lab.wait_width(SIDE_HOST, 0, timeout=5)
+    finally:
+        lab.x(SIDE_HOST, ["rm", "-f", drain])
+    t_back = lab.wait_width(SIDE_HOST, n, timeout=10)
+    print("drain: withdrawn from the ToR FIB in %.2f s, back in %.2f s" % (t_out, t_back))
+    assert t_out <= 1.0, "drain took %.2f s (> one 1 s interval)" % t_out
+
+
+def test_guard_refuses_foreign_task_ip(stack):
+    """A hand-edited config announcing another host's task IP: the unit refuses to start (guard),
+    and the same announcement sent without the guard is rejected by the ToR policy."""
+    lab, unit = stack.lab, "netscale-vipinjector@1.service"
+    n = len(lab.nics(SIDE_HOST))
+    foreign_host = "mns-r1-h1"
+    foreign = lab.task_ip(foreign_host, "ipv4")
+    tor = lab.tor_of(SIDE_HOST)
+    conf = "/etc/netscale-vipinjector/slot1/exabgp.conf"
+    fib_before = lab.tor_fib(tor).get(foreign)
+    assert fib_before and len(fib_before) == len(lab.nics(foreign_host))
+    lab.x(SIDE_HOST, ["cp", "-p", conf, "/root/mns-exabgp.conf.orig"])
+    try:
+        lab.x(SIDE_HOST, ["sed", "-i", "s|hold-time 9;|hold-time 9; static { route %s/32 next-hop self; }|" % foreign, conf])
+        p = lab.x(SIDE_HOST, ["systemctl", "restart", unit], check=False)
+        assert p.returncode != 0, "a config announcing %s must not start" % foreign
+        log = lab.x(SIDE_HOST, ["journalctl", "-u", unit, "-n", "30", "--no-pager"]).stdout
+        assert "guard" in log and foreign in log, log[-1500:]
+        # the same announcement without the guard: a bare ExaBGP in the slot namespace, NIC 0 session
+        nic0 = lab.hosts[SIDE_HOST]["slots"][0]["nics"][0]
+        gw0 = lab.hosts[SIDE_HOST]["nics"][0]["gateway"]["ipv6"]
+        rogue = ("neighbor %s { router-id %s; local-address %s; local-as %d; peer-as %d; hold-time 9; outgoing-ttl 255;"
+                 " family { ipv4 unicast; } static { route %s/32 next-hop %s; } }\n" % (
+                     gw0, lab.task_ip(SIDE_HOST, "ipv4"), nic0["address"]["ipv6"], lab.hosts[SIDE_HOST]["asn"],
+                     lab.hosts[SIDE_HOST]["tor_asn"], foreign, nic0["address"]["ipv4"]))
+        M.sh(lab.nsx(SIDE_HOST) + ["sh", "-c", "umask 022; cat > /run/mns-rogue.conf"], input=rogue)
+        lab.x(SIDE_HOST, ["systemd-run", "--unit", "mns-rogue", "-p", "NetworkNamespacePath=/run/netns/mn-slot1",
+                          "-p", "DynamicUser=yes", "--setenv", "exabgp_api_cli=false",
+                          "/opt/netscale-vipinjector/venv/bin/exabgp", "server", "/run/mns-rogue.conf"])
+        peer = nic0["address"]["ipv6"]
+        deadline = time.monotonic() + 20
+        nb = {}
+        while time.monotonic() < deadline:
+            nb = __import__("json").loads(lab.x(tor, ["vtysh", "-c", "show bgp neighbors %s json" % peer]).stdout).get(peer, {})
+            if nb.get("bgpState") == "Established":
+                break
+            time.sleep(0.2)
+        assert nb.get("bgpState") == "Established", "rogue session: %s" % nb.get("bgpState")
+        time.sleep(1.5)
+        af = nb.get("addressFamilyInfo", {}).get("ipv4Unicast", {})
+        nb = __import__("json").loads(lab.x(tor, ["vtysh", "-c", "show bgp neighbors %s json" % peer]).stdout).get(peer, {})
+        af = nb.get("addressFamilyInfo", {}).get("ipv4Unicast", {})
+        assert af.get("acceptedPrefixCounter", 0) == 0, "ToR accepted %s from %s: %s" % (foreign, SIDE_HOST, af)
+        assert lab.tor_fib(tor).get(foreign) == fib_before, "ToR FIB for %s changed: %s" % (foreign, lab.tor_fib(tor).get(foreign))
+        print("guard: unit refused to start; ToR: session Established, accepted prefixes %s, FIB for %s unchanged"
+              % (af.get("acceptedPrefixCounter"), foreign))
+    finally:
+        lab.x(SIDE_HOST, ["systemctl", "stop", "mns-rogue"], check=False)
+        lab.x(SIDE_HOST, ["rm", "-f", "/run/mns-rogue.conf"], check=False)
+        lab.x(SIDE_HOST, ["cp", "-p", "/root/mns-exabgp.conf.orig", conf])
+        lab.x(SIDE_HOST, ["rm", "-f", "/root/mns-exabgp.conf.orig"])
+        lab.x(SIDE_HOST, ["systemctl", "reset-failed", unit], check=False)
+        lab.x(SIDE_HOST, ["systemctl", "start", unit], check=False)
+    lab.wait_width(SIDE_HOST, n, timeout=30)
+
+
+# ---- bad input (issue 5): fails before any change ----------------------------------------------
+BAD = {
+    "nic_count": ("nic_count", lambda h: dict(h, nics=h["nics"][:2], nic_count=2)),
+    "missing_nic": ("not found on host", lambda h: dict(h, nics=h["nics"][:3] + [dict(h["nics"][3], name="eth7")])),
+    "no_plan": ("the plan has no entry", lambda h: None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input(stack, case):
+    import json
+    lab, host = stack.lab, "mns-r2-h1" if "mns-r2-h1" in stack.hosts else stack.hosts[0]
+    text, mutate = BAD[case]
+    before = lab.dump(host)
+    path = os.path.join(M.WORK, "bad-%s.json" % case)
+    with open(path, "w") as f:
+        json.dump({"host_datapath_plan": mutate(lab.hosts[host])}, f)
+    p = M.site("--limit", host, "-e", "@" + path, "-e", "host_datapath_ebpf=%s" % str(stack.mode == "ebpf").lower(),
+               check=False)
+    assert p.returncode != 0, "bad input %s must fail" % case
+    assert text in p.stdout, "bad input %s: message should contain %r:\n%s" % (case, text, p.stdout[-3000:])
+    assert M.diff_dumps(before, lab.dump(host)) == {}, "bad input %s changed the host" % case
+
+
+# ---- removal (last) ----------------------------------------------------------------------------
+def test_removal_restores_hosts(stack):
+    """site_absent.yml: no unit, process, file, program, pin, namespace, route or address left; each
+    host's dump equals the one taken before the first deploy; no task route on the ToRs."""
+    lab = stack.lab
+    for h in stack.hosts:   # the test's own tbf first (not part of the stack)
+        lab.tbf(h, None)
+    out = M.playbook("site_absent.yml", "--limit", ",".join(stack.tors + stack.hosts))
+    rc = M.recap(out.stdout)
+    assert all(v["failed"] == 0 for v in rc.values()), rc
+    for h in stack.hosts:
+        d = M.diff_dumps(stack.before[h], lab.dump(h))
+        assert d == {}, "%s not restored: %s" % (h, dict((k, v) for k, v in d.items()))
+    for tor in stack.tors:
+        fib = lab.tor_fib(tor)
+        task = [p for h in stack.hosts if lab.tor_of(h) == tor for s in lab.hosts[h]["slots"]
+                for p in s["task_ip"].values() if p in fib]
+        assert task == [], "%s still routes task IPs %s" % (tor, task)
