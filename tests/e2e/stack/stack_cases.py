@@ -335,7 +335,8 @@ def test_guard_refuses_foreign_task_ip(stack):
 
 # ---- bad input (issue 5): fails before any change ----------------------------------------------
 BAD = {
-    "nic_count": ("nic_count", lambda h: dict(h, nics=h["nics"][:2], nic_count=2)),
+    "nic_count": ("nic_count", lambda h: dict(h, nics=h["nics"][:2], nic_count=2,
+                                              slots=[dict(s, nics=s["nics"][:2]) for s in h["slots"]])),
     "missing_nic": ("not found on host", lambda h: dict(h, nics=h["nics"][:3] + [dict(h["nics"][3], name="eth7")])),
     "no_plan": ("the plan has no entry", lambda h: None),
 }
