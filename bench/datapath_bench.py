@@ -14,6 +14,7 @@
    (it includes other tenants). Packets = NIC TX packet counters of the host namespace.
 Prints figures (median and spread); asserts nothing.
 usage: bench/datapath_bench.py [--seconds 5] [--repeat 4] [--sections throughput,cost] [--rate 2M] [--alt-src FILE.c] [--abba]
+       [--prefix mnm]
 """
 import argparse
 import copy
@@ -156,7 +157,7 @@ def pkt_ns(m):
 def cost(args):
     load0 = os.getloadavg()
     stats_fd = bpf_stats_fd()
-    fab = H.Fabric(hosts=("lab-r1-h2",), tbf=None, prefix="mnm")
+    fab = H.Fabric(hosts=("lab-r1-h2",), tbf=None, prefix=args.prefix)
     cg = "/sys/fs/cgroup/cpuacct/%s" % fab.prefix
     os.mkdir(cg)
     objs = {"ebpf": fab.obj}
@@ -247,6 +248,7 @@ def main():
     ap.add_argument("--rate", default="2M", help="iperf3 -b per UDP flow for the fixed-rate run (16 flows)")
     ap.add_argument("--abba", action="store_true", help="order A/B/B/A... instead of A/B/A/B")
     ap.add_argument("--alt-src", action="append", help="another BPF C source to compare (mode ebpf-altN)")
+    ap.add_argument("--prefix", default="mnm", help="name prefix of the namespaces, temp dir and cgroup")
     args = ap.parse_args()
     sections = args.sections.split(",")
     if "throughput" in sections:
@@ -262,7 +264,7 @@ def throughput(args):
     for name in ("bench-1nic", "lab-r1-h1", "lab-r1-h2"):
         # one fabric per host: the 1-NIC variant reuses lab-r1-h2's addresses
         fab = H.Fabric(hosts=(name,), tbf="200mbit", host_data={"bench-1nic": one_nic(plan["lab-r1-h2"])},
-                       prefix="mnm")
+                       prefix=args.prefix)
         try:
             h = fab.host(name)
             h.core("apply", ebpf=True)

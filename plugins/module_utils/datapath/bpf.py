@@ -19,6 +19,7 @@ import struct
 import subprocess
 
 from ..errors import MultinicError
+from . import localmap as LM
 
 PIN_SUBDIR = "netscale-multinic"
 TC_PREF = 1100
@@ -88,12 +89,13 @@ def ing_key(ifindex, addr):
     return struct.pack("<II16s", ifindex, fam, _a16(addr))
 
 
-def desired_maps(spec, host_links, ns_links):
+def desired_maps(spec, host_links, ns_links, local=None):
     """Map contents from the spec and the live links.
 
     host_links: {ifname: {"ifindex": int, "address": mac}} of the host namespace.
-    ns_links: {netns: {ifname: {...}}}. Returns {map: {key bytes: value bytes}} or raises KeyError
-    naming the missing link.
+    ns_links: {netns: {ifname: {...}}}. local: (maps, use_map, reason) of localmap.compute() for
+    an object with the host-local maps, else None (the program then does the full fib lookup).
+    Returns {map: {key bytes: value bytes}} or raises KeyError naming the missing link.
     """
     nics = {}
     for n in spec["nics"]:
@@ -110,7 +112,7 @@ def desired_maps(spec, host_links, ns_links):
         nics[struct.pack("<I", n["index"])] = struct.pack("<II4s16s", link["ifindex"], flags, gw4, gw6)
     for i in range(MAX_NICS):
         nics.setdefault(struct.pack("<I", i), b"\0" * 28)
-    cfg = {struct.pack("<I", 0): struct.pack("<II", len(spec["nics"]), 0)}
+    cfg = {struct.pack("<I", 0): LM.cfg_value(len(spec["nics"]), bool(local and local[1]))}
     veth = {}
     ingress = {}
     nic_by_index = dict((n["index"], n) for n in spec["nics"])
@@ -125,7 +127,19 @@ def desired_maps(spec, host_links, ns_links):
             for a in addrs:
                 if a:
                     ingress[ing_key(nic_if, a)] = val
-    return {"mn_nics": nics, "mn_cfg": cfg, "mn_veth": veth, "mn_ingress": ingress}
+    out = {"mn_nics": nics, "mn_cfg": cfg, "mn_veth": veth, "mn_ingress": ingress}
+    if local is not None:
+        out.update(local[0])
+    return out
+
+
+def order_ops(ops, desired):
+    """Host-local map updates and mn_cfg in a safe order: the flag that makes the program trust
+    mn_local4/6 is set only after they are filled, and cleared before they are emptied."""
+    cfg = [o for o in ops if o[0] == "mn_cfg"]
+    rest = [o for o in ops if o[0] != "mn_cfg"]
+    use_map = struct.unpack("<II", desired["mn_cfg"][struct.pack("<I", 0)])[1] & LM.CFG_USE_LOCAL_MAP
+    return rest + cfg if use_map else cfg + rest
 
 
 class Bpf(object):
@@ -163,6 +177,9 @@ class Bpf(object):
         if not os.path.isdir(self.base):
             return []
         return sorted(d[2:] for d in os.listdir(self.base) if d.startswith("v-"))
+
+    def has_map(self, version, name):
+        return os.path.exists(self.map_pin(version, name))
 
     def loaded(self, version):
         return all(os.path.exists(self.prog_pin(version, p)) for p in (PROG_NIC, PROG_VETH)) and \

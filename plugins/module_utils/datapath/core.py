@@ -16,6 +16,7 @@ import os
 import re
 
 from . import bpf as bpfmod
+from . import localmap as LM
 from . import run as R
 from . import spec as S
 
@@ -396,7 +397,8 @@ class Datapath(object):
         if loaded:
             try:
                 desired = bpfmod.desired_maps(self.spec, self._links(),
-                                              dict((s["netns"], self._links(s["netns"])) for s in self.spec["slots"]))
+                                              dict((s["netns"], self._links(s["netns"])) for s in self.spec["slots"]),
+                                              self._local(version))
                 ops = self.bpf.map_diff(version, desired)
             except KeyError:
                 ops = ["unknown"]
@@ -515,8 +517,21 @@ class Datapath(object):
     def _sync_maps(self, version):
         self._cache = {}
         desired = bpfmod.desired_maps(self.spec, self._links(),
-                                      dict((s["netns"], self._links(s["netns"])) for s in self.spec["slots"]))
-        self.bpf.apply_map_ops(version, self.bpf.map_diff(version, desired))
+                                      dict((s["netns"], self._links(s["netns"])) for s in self.spec["slots"]),
+                                      self._local(version))
+        self.bpf.apply_map_ops(version, bpfmod.order_ops(self.bpf.map_diff(version, desired), desired))
+
+    def _nic_names(self):
+        return [n["name"] for n in self.spec["nics"]]
+
+    def _veth_names(self):
+        return [sn["veth"] for s in self.spec["slots"] for sn in s["nics"]]
+
+    def _local(self, version):
+        """Host-local map contents from the live routes/rules (None: object without the maps)."""
+        if not self.bpf.has_map(version, LM.MAPS[0]):
+            return None
+        return LM.compute(lambda a: self.r.ip_json(a), self._nic_names(), self._veth_names())
 
     # ---- runtime file (read by the watcher) -----------------------------------------------
     def runtime(self):
@@ -540,7 +555,8 @@ class Datapath(object):
                 for route in self.host_routes():
                     if route[1] == "main" and any(nh[1] == sn["veth"] for nh in route[3]):
                         per_dev.setdefault(sn["veth"], []).append(self._route_cmd(route))
-        return {"host": self.spec["host"], "devices": per_dev}
+        return {"host": self.spec["host"], "devices": per_dev,
+                "bpf": {"base": self.bpf.base, "nics": self._nic_names(), "veths": self._veth_names()}}
 
     # ---- entry points ------------------------------------------------------------------------
     def plan(self):

@@ -9,6 +9,12 @@ follows link events (`ip -o monitor link`, netlink, no extra Python packages) an
 watched device comes (back) up, re-applies that device's idempotent commands from the runtime
 file the role writes (/var/lib/netscale-multinic/runtime.json). SIGHUP re-applies everything.
 Failover itself needs no agent: the tc program (or the kernel's linkdown handling) does it.
+
+eBPF mode: a second thread follows `ip -o monitor address route rule` and keeps the program's
+host-local maps (mn_local4/6, see netscale_multinic_localmap.py installed beside this file) equal
+to the host's local and main tables, so an address or route added by other software after the
+load is host-local for the workloads too (events are coalesced: the sync runs once the burst has
+been quiet for 5 ms, at most 50 ms after its first event; plus a full check every 30 s).
 """
 
 import argparse
@@ -20,7 +26,14 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import netscale_multinic_localmap as LM
+except ImportError:  # kernel-only hosts may not have it; the map sync is then off
+    LM = None
 
 LINE = re.compile(r"^(?:Deleted )?\d+: ([^:@ ]+)(?:@\S+)?: <([^>]*)>")
 
@@ -102,15 +115,118 @@ def announce(rt, dev):
     log("announced %d addresses on %s" % (sent, dev))
 
 
+def ip_json(args):
+    p = subprocess.run(["ip", "-j"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, check=False)
+    if p.returncode != 0 or not p.stdout.strip():
+        return []
+    return json.loads(p.stdout)
+
+
+def map_dump(pin):
+    p = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", pin], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    if p.returncode != 0:
+        raise OSError("bpftool map dump %s: %s" % (pin, p.stderr.strip()))
+    out = {}
+    for e in json.loads(p.stdout or "[]"):
+        if "value" in e:
+            out[bytes(int(x, 16) for x in e["key"])] = bytes(int(x, 16) for x in e["value"])
+    return out
+
+
+def _hex(b):
+    return " ".join("%02x" % x for x in b)
+
+
+def sync_local(path):
+    """Make every pinned version's mn_local4/6 and its CFG_USE_LOCAL_MAP flag match the host."""
+    if LM is None:
+        return None
+    b = load(path).get("bpf")
+    if not b or not os.path.isdir(b.get("base", "")):
+        return None
+    maps_dirs = [os.path.join(b["base"], d, "maps") for d in sorted(os.listdir(b["base"])) if d.startswith("v-")]
+    maps_dirs = [d for d in maps_dirs if os.path.exists(os.path.join(d, LM.MAPS[0]))]
+    if not maps_dirs:
+        return None
+    want, use_map, reason = LM.compute(ip_json, b["nics"], b["veths"])
+    n = 0
+    for d in maps_dirs:
+        lines = []
+        cfg_pin = os.path.join(d, "mn_cfg")
+        zero = struct.pack("<I", 0)
+        have_cfg = map_dump(cfg_pin).get(zero, struct.pack("<II", 0, 0))
+        new_cfg = LM.cfg_value(struct.unpack("<II", have_cfg)[0], use_map)
+        cfg_line = "map update pinned %s key hex %s value hex %s" % (cfg_pin, _hex(zero), _hex(new_cfg))
+        if new_cfg != have_cfg and not use_map:
+            lines.append(cfg_line)   # stop trusting the maps before changing them
+        for name in LM.MAPS:
+            pin = os.path.join(d, name)
+            for op, k, v in LM.map_ops(map_dump(pin), want[name]):
+                if op == "update":
+                    lines.append("map update pinned %s key hex %s value hex %s" % (pin, _hex(k), _hex(v)))
+                else:
+                    lines.append("map delete pinned %s key hex %s" % (pin, _hex(k)))
+        if new_cfg != have_cfg and use_map:
+            lines.append(cfg_line)   # trust them once they are complete
+        if lines:
+            p = subprocess.run(["bpftool", "batch", "file", "/dev/stdin"], input="\n".join(lines) + "\n",
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                               check=False)
+            log("host-local maps %s: %d updates (use_map=%s: %s) rc=%d%s" % (
+                d, len(lines), use_map, reason, p.returncode, (": " + p.stderr.strip()[:300]) if p.returncode else ""))
+            n += len(lines)
+    return n
+
+
+class LocalSync(threading.Thread):
+    """Follows address/route/rule events and re-syncs the host-local maps (coalesced)."""
+    QUIET = 0.005
+    MAX_DELAY = 0.05
+    PERIOD = 30.0
+
+    def __init__(self, path):
+        threading.Thread.__init__(self, name="local-sync", daemon=True)
+        self.path = path
+        self.event = threading.Event()
+        self.last = 0.0
+        self.mon = subprocess.Popen(["ip", "-o", "monitor", "address", "route", "rule"], stdout=subprocess.PIPE,
+                                    universal_newlines=True, bufsize=1)
+        threading.Thread(target=self._read, name="local-events", daemon=True).start()
+
+    def _read(self):
+        for dummy in self.mon.stdout:
+            self.last = time.monotonic()
+            self.event.set()
+        log("address/route monitor ended")
+
+    def run(self):
+        while True:
+            self.event.wait(self.PERIOD)
+            if self.event.is_set():
+                first = time.monotonic()
+                while time.monotonic() - self.last < self.QUIET and time.monotonic() - first < self.MAX_DELAY:
+                    time.sleep(self.QUIET / 2)
+                self.event.clear()
+            try:
+                sync_local(self.path)
+            except (IOError, OSError, ValueError, KeyError) as e:
+                log("host-local map sync: %s" % e)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--runtime", default="/var/lib/netscale-multinic/runtime.json")
     args = ap.parse_args(argv)
     hup = []
-    signal.signal(signal.SIGHUP, lambda *a: hup.append(1))
+    local = LocalSync(args.runtime)
+    signal.signal(signal.SIGHUP, lambda *a: (hup.append(1), local.event.set()))
     mon = subprocess.Popen(["ip", "-o", "monitor", "link"], stdout=subprocess.PIPE, universal_newlines=True,
                            bufsize=1)
     reapply(args.runtime)
+    local.start()
+    local.event.set()
     state = {}
     log("watching links (runtime %s, pid %d)" % (args.runtime, os.getpid()))
     for line in mon.stdout:

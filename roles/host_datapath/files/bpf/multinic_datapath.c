@@ -10,6 +10,11 @@
  *                   (next hop = the ToR gateway of NIC k).  If NIC k no longer resolves its gateway
  *                   (admin down, carrier lost with ignore_routes_with_linkdown=1) a surviving NIC is
  *                   used instead.  Host-local, ND/ARP, link-local, multicast -> TC_ACT_OK.
+ *                   "Host-local" is decided by one LPM lookup in mn_local4/mn_local6, a mirror of
+ *                   the host's local table and of the main table's non-default routes that the
+ *                   loader fills and the NIC watcher keeps in sync; when the loader cannot
+ *                   mirror the host's routing (unknown policy rules, too many routes) it clears
+ *                   CFG_USE_LOCAL_MAP and the program does a full bpf_fib_lookup per packet.
  *
  * Maps are BTF-defined and pinned by the loader (bpftool ... pinmaps) under
  * /sys/fs/bpf/netscale-multinic/<version>/maps; the loader fills them from the plan.
@@ -67,9 +72,25 @@ struct nic_val {
 	__u8 gw6[16];
 };
 
+#define CFG_USE_LOCAL_MAP 1 /* mn_local4/6 are complete: no full fib lookup per packet */
+
 struct cfg_val {
 	__u32 nic_count;
-	__u32 pad;
+	__u32 flags; /* CFG_* */
+};
+
+/* Host-local verdicts (mn_local4/6 values).  No entry = not host-local. */
+#define LOCAL_STACK 1 /* local/broadcast address, route via a non-NIC device, unreachable...: stack */
+#define LOCAL_FWD 2   /* a NIC route nested inside a LOCAL_STACK prefix (or a throw): not host-local */
+
+struct lpm4_key {
+	__u32 prefixlen;
+	__u32 addr; /* network order */
+};
+
+struct lpm6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
 };
 
 struct {
@@ -100,6 +121,25 @@ struct {
 	__type(value, struct cfg_val);
 } mn_cfg SEC(".maps");
 
+/* Bounded: the loader switches to the full fib lookup instead of storing more than this. */
+#define MN_LOCAL_MAX 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, MN_LOCAL_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm4_key);
+	__type(value, __u32);
+} mn_local4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, MN_LOCAL_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm6_key);
+	__type(value, __u32);
+} mn_local6 SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ST_MAX);
@@ -129,12 +169,21 @@ static __always_inline int is_nd(void *data_end, struct ipv6hdr *ip6)
 
 static __always_inline int v6_special(const struct in6_addr *a)
 {
-	/* multicast ff00::/8, link-local fe80::/10, unspecified/loopback */
+	/* multicast ff00::/8, link-local fe80::/10 */
 	if (a->s6_addr[0] == 0xff)
 		return 1;
 	if (a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80)
 		return 1;
 	return 0;
+}
+
+/* ::/96 (unspecified, loopback, IPv4-compatible) and ::ffff:0:0/96 (IPv4-mapped): the stack
+ * decides (it drops a mapped source; a mapped destination is not a fabric address). */
+static __always_inline int v6_embedded_v4(const struct in6_addr *a)
+{
+	if (a->s6_addr32[0] || a->s6_addr32[1])
+		return 0;
+	return a->s6_addr32[2] == 0 || a->s6_addr32[2] == bpf_htonl(0xffff);
 }
 
 static __always_inline int v4_special(__be32 a)
@@ -265,7 +314,8 @@ int mn_veth_ingress(struct __sk_buff *skb)
 
 		if ((void *)(ip6 + 1) > data_end)
 			goto pass;
-		if (v6_special(&ip6->daddr) || is_nd(data_end, ip6))
+		if (v6_special(&ip6->daddr) || is_nd(data_end, ip6) ||
+		    v6_embedded_v4(&ip6->daddr) || v6_embedded_v4(&ip6->saddr))
 			goto pass;
 		family = MN_AF_INET6;
 		p.family = MN_AF_INET6;
@@ -291,8 +341,29 @@ int mn_veth_ingress(struct __sk_buff *skb)
 	vv = bpf_map_lookup_elem(&mn_veth, &ifindex);
 	if (!vv)
 		goto pass;
+	cfg = bpf_map_lookup_elem(&mn_cfg, &zero);
+	if (!cfg)
+		goto pass;
 
-	/* 1. host-local?  Full lookup as the stack would do it for a packet arriving on this veth. */
+	/* 1. host-local?  One LPM lookup in the loader's mirror of the local + main tables. */
+	if (cfg->flags & CFG_USE_LOCAL_MAP) {
+		__u32 *verdict;
+
+		if (family == MN_AF_INET) {
+			struct lpm4_key k4 = {.prefixlen = 32, .addr = p.ipv4_dst};
+
+			verdict = bpf_map_lookup_elem(&mn_local4, &k4);
+		} else {
+			struct lpm6_key k6 = {.prefixlen = 128};
+
+			__builtin_memcpy(k6.addr, p.ipv6_dst, 16);
+			verdict = bpf_map_lookup_elem(&mn_local6, &k6);
+		}
+		if (verdict && *verdict == LOCAL_STACK)
+			goto local;
+		goto nic;
+	}
+	/* Fallback: full lookup as the stack would do it for a packet arriving on this veth. */
 	p.ifindex = ifindex;
 	rc = bpf_fib_lookup(skb, &p, sizeof(p), BPF_FIB_LOOKUP_SKIP_NEIGH);
 	if (rc == BPF_FIB_LKUP_RET_NOT_FWDED)
@@ -301,6 +372,7 @@ int mn_veth_ingress(struct __sk_buff *skb)
 	    !is_nic_ifindex(p.ifindex))
 		goto local; /* another workload on this host, a management interface, ... */
 
+nic:
 	/* 2. the workload's choice: NIC k, if it still resolves its gateway */
 	k = vv->nic;
 	n = bpf_map_lookup_elem(&mn_nics, &k);
@@ -310,9 +382,6 @@ int mn_veth_ingress(struct __sk_buff *skb)
 	}
 
 	/* 3. failover: a surviving NIC, chosen by flow hash so the load spreads */
-	cfg = bpf_map_lookup_elem(&mn_cfg, &zero);
-	if (!cfg)
-		goto noroute;
 	cnt = cfg->nic_count;
 	if (cnt < 2 || cnt > MN_MAX_NICS)
 		goto noroute;
