@@ -55,6 +55,10 @@ NIC_SYSCTLS = (
     ("net.ipv6.neigh.{nic}.proxy_delay", "0"),
     ("net.ipv6.conf.{nic}.ignore_routes_with_linkdown", "1"),
     ("net.ipv4.conf.{nic}.ignore_routes_with_linkdown", "1"),
+    # A NIC that comes back up re-runs DAD on its link-local address; while it is tentative the
+    # kernel sends no neighbour solicitation, so the ToR gateway cannot be resolved and egress
+    # flows stalled 1.4-2.6 s (TCP backoff). Fabric NICs are point-to-point with planned addresses.
+    ("net.ipv6.conf.{nic}.accept_dad", "0"),
 )
 
 # Host end of each veth (gone with the veth, never restored).
