@@ -237,6 +237,13 @@ def cost(args):
             mode, 100.0 * (med["fixed_ns_per_pkt"][mode] / med["fixed_ns_per_pkt"]["kernel"] - 1),
             100.0 * (med["max_kpps"][mode] / med["max_kpps"]["kernel"] - 1),
             100.0 * (med["tcp_cpu_s_per_gbit"][mode] / med["tcp_cpu_s_per_gbit"]["kernel"] - 1)))
+    # paired per round (every round runs each mode once, close in time): robust to the drift of other tenants
+    for mode in sorted(objs):
+        for key, label in (("max_ns_per_pkt", "CPU/packet unlimited"), ("fixed_ns_per_pkt", "CPU/packet fixed rate"),
+                           ("tcp_cpu_s_per_gbit", "CPU/Gbit TCP")):
+            d = [100.0 * (x / y - 1) for x, y in zip(out[mode][key], out["kernel"][key])]
+            print("%s vs kernel, paired per round: %s %+.1f%% [%+.1f .. %+.1f], lower in %d of %d rounds" % (
+                mode, label, statistics.median(d), min(d), max(d), sum(1 for x in d if x < 0), len(d)))
     print(json.dumps({"load": [load0, load1], "order": order, "results": out}))
 
 

@@ -531,7 +531,7 @@ class Datapath(object):
         """Host-local map contents from the live routes/rules (None: object without the maps)."""
         if not self.bpf.has_map(version, LM.MAPS[0]):
             return None
-        return LM.compute(lambda a: self.r.ip_json(a), self._nic_names(), self._veth_names())
+        return LM.compute(self.r.ip_json, self._nic_names(), self._veth_names())
 
     # ---- runtime file (read by the watcher) -----------------------------------------------
     def runtime(self):

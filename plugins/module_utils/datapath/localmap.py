@@ -41,8 +41,8 @@ LOCAL_STACK = 1
 LOCAL_FWD = 2
 CFG_USE_LOCAL_MAP = 1
 RULE_PREF_NIC = 1101        # spec.RULE_PREF_NIC: rules after it cannot matter
-_SKIP = [ipaddress.ip_network(n) for n in ("169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32",
-                                             "fe80::/10", "ff00::/8")]
+_SKIP_NETS = ("169.254.0.0/16", "224.0.0.0/4", "255.255.255.255/32", "fe80::/10", "ff00::/8")
+_SKIP = [ipaddress.ip_network(n) for n in _SKIP_NETS]
 _STACK_TYPES_MAIN = ("blackhole", "unreachable", "prohibit", "local", "broadcast", "anycast",
                      "multicast", "nat")
 
@@ -91,17 +91,28 @@ def entries(local_routes, main_routes, family, nic_names):
             continue   # suppress_prefixlength 0: the main default route is not used for workloads
         v = main_verdict(r, nic_names)
         main[net] = LOCAL_STACK if LOCAL_STACK in (v, main.get(net)) else v
-    local_nets = list(local)
     out = dict(local)
+    plens = _plens(local)
     for net, v in main.items():
-        if net in out:
-            continue
-        if any(net.subnet_of(l) for l in local_nets):
-            v = LOCAL_STACK
-        out[net] = v
-    stack = [n for n, v in out.items() if v == LOCAL_STACK]
-    return dict((n, v) for n, v in out.items()
-                if v == LOCAL_STACK or any(n != s and n.subnet_of(s) for s in stack))
+        if net not in out:
+            out[net] = LOCAL_STACK if _inside(net, local, plens) else v
+    stack = set(n for n, v in out.items() if v == LOCAL_STACK)
+    plens = _plens(stack)
+    return dict((n, v) for n, v in out.items() if v == LOCAL_STACK or _inside(n, stack, plens))
+
+
+def _plens(nets):
+    return sorted(set(n.prefixlen for n in nets))
+
+
+def _inside(net, nets, plens):
+    """Is net strictly inside one of nets (one family; plens = their distinct prefix lengths)?"""
+    for plen in plens:
+        if plen >= net.prefixlen:
+            break
+        if net.supernet(new_prefix=plen) in nets:
+            return True
+    return False
 
 
 def verdict_of(table, addr):

@@ -146,5 +146,5 @@ def test_cfg_flag_order():
     off = {"mn_cfg": {struct.pack("<I", 0): LM.cfg_value(2, False)}}
     assert [o[0] for o in bpf.order_ops(ops, on)] == ["mn_local4", "mn_cfg"]
     assert [o[0] for o in bpf.order_ops(ops, off)] == ["mn_cfg", "mn_local4"]
-    assert LM.map_ops({b"x": b"1", b"y": b"2"}, {b"x": b"1", b"z": b"3"}) == [("update", b"z", b"3"),
-                                                                            ("delete", b"y", None)]
+    want = [("update", b"z", b"3"), ("delete", b"y", None)]
+    assert LM.map_ops({b"x": b"1", b"y": b"2"}, {b"x": b"1", b"z": b"3"}) == want
