@@ -43,8 +43,10 @@ want=$(cat requirements.txt requirements-test.txt | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: creating virtualenv $venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --upgrade pip >/dev/null
-  "$venv/bin/pip" install -q -r requirements.txt -r requirements-test.txt
+  # (grep: this machine's pip config names local mirrors that may be absent; pip warns per package)
+  "$venv/bin/pip" install -q --upgrade pip 2>&1 | { grep -v "WARNING: Location" || true; }
+  "$venv/bin/pip" install -q -r requirements.txt -r requirements-test.txt 2>&1 | { grep -v "WARNING: Location" || true; }
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "setup: pip install failed" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi
 
@@ -63,7 +65,8 @@ if [ ! -x "$sanity/bin/ansible-test" ] || [ "$(cat "$sanity/.stamp" 2>/dev/null)
   echo "setup: creating sanity virtualenv $sanity"
   rm -rf "$sanity"
   python3 -m venv "$sanity"
-  "$sanity/bin/pip" install -q "$core" "${sanity_reqs[@]}"
+  "$sanity/bin/pip" install -q "$core" "${sanity_reqs[@]}" 2>&1 | { grep -v "WARNING: Location" || true; }
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "setup: pip install (sanity) failed" >&2; exit 1; }
   echo "$want_sanity" > "$sanity/.stamp"
 fi
 # ansible-test bootstraps pip in its per-test venvs from a host that is not reachable from CI;
