@@ -4,10 +4,12 @@ acceptance. One lab for the module; torn down by playbooks/lab.yml, also on fail
 import pytest
 
 import mns_stack as M
-from stack_cases import (build_stack, test_site_converges, test_tor_fib_width, test_spread,  # noqa: F401
-                         test_host_local, test_nic_failure, test_sidecar_killed_restarts,
-                         test_sidecar_stopped_degrades_to_nic0, test_drain_file, test_guard_refuses_foreign_task_ip,
-                         test_bad_input, test_removal_restores_hosts)
+# The shared cases run here with this module's `stack` fixture: imported to be collected.
+from stack_cases import (  # pylint: disable=unused-import  # noqa: F401
+    build_stack, test_site_converges, test_tor_fib_width, test_spread, test_host_local, test_nic_failure,
+    test_sidecar_killed_restarts, test_sidecar_stopped_degrades_to_nic0, test_drain_file,
+    test_guard_refuses_foreign_task_ip, test_bad_input, test_removal_restores_hosts,
+)
 
 
 @pytest.fixture(scope="module")

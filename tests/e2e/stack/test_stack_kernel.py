@@ -5,8 +5,11 @@ playbooks/lab.yml, also on failure."""
 import pytest
 
 import mns_stack as M
-from stack_cases import (build_stack, test_site_converges, test_tor_fib_width, test_spread,  # noqa: F401
-                         test_host_local, test_nic_failure, test_removal_restores_hosts)
+# The shared cases run here with this module's `stack` fixture: imported to be collected.
+from stack_cases import (  # pylint: disable=unused-import  # noqa: F401
+    build_stack, test_site_converges, test_tor_fib_width, test_spread, test_host_local, test_nic_failure,
+    test_removal_restores_hosts,
+)
 
 
 @pytest.fixture(scope="module")
