@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tests/e2e/datapath"))
-import harness as H  # noqa: E402
+import dp_harness as H  # noqa: E402
 
 
 def one_nic(data):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-import harness as H
+import dp_harness as H
 
 
 def snapshot(fab, host):

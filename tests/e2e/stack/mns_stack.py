@@ -24,9 +24,9 @@ STO6, STO4 = "fd00:5::10", "198.19.5.10"
 
 
 def _load_datapath_harness():
-    """Measurement helpers of tests/e2e/datapath/harness.py (max_stall, stalls, shares)."""
+    """Measurement helpers of tests/e2e/datapath/dp_harness.py (max_stall, stalls, shares)."""
     spec = importlib.util.spec_from_file_location("mns_datapath_harness",
-                                                  os.path.join(REPO, "tests", "e2e", "datapath", "harness.py"))
+                                                  os.path.join(REPO, "tests", "e2e", "datapath", "dp_harness.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from harness import TorLab, wait_for  # noqa: E402
+from tor_harness import TorLab, wait_for  # noqa: E402
 
 from ansible_collections.netscale.multinic.plugins.module_utils import frr_state  # noqa: E402
 

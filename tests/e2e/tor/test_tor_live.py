@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 
-from harness import sh, wait_for
+from tor_harness import sh, wait_for
 
 from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply, frr_state, tor_policy
 
@@ -243,7 +243,7 @@ def test_check_mode_diff_against_changed_plan_changes_nothing(torlab):
 
     from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
     from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
-    from harness import LAB_FABRIC
+    from tor_harness import LAB_FABRIC
 
     with open(LAB_FABRIC) as fh:
         data = yaml.safe_load(fh)

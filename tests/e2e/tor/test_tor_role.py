@@ -12,7 +12,7 @@ import subprocess
 
 import yaml
 
-from harness import LAB_FABRIC, REPO
+from tor_harness import LAB_FABRIC, REPO
 
 TOR = "lab-r1-tor"
 
