@@ -1,16 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Rollout benchmark on a built lab: prints figures, asserts nothing.
+"""Rollout benchmark on a lab fabric: prints figures, asserts nothing.
 
-1. rollout wall time (playbooks/rollout.yml, canary then fleet), per wave from the report;
-2. a no-change re-run: wall time and the changed count of the PLAY RECAP (target 0);
-3. controller overhead per host per task: the re-run's wall time minus the time its gates spent
-   measuring (from the report), divided by the tasks it ran per host, against a no-op playbook
-   (ansible.builtin.ping) with the same number of tasks on the same hosts and connections (target <= 1.5x).
+1. rollout wall time (playbooks/rollout.yml, canary then fleet waves), per wave from the report;
+2. a no-change re-run: wall time and the changed count of its PLAY RECAP (target 0);
+3. controller overhead: the re-run's wall time minus the wall time of its measuring tasks (gates, share
+   probe and its line-rate set-up, timed per task with ansible.posix.profile_tasks), against a no-op
+   playbook (ansible.builtin.ping) that mirrors the rollout: the same plays and batches (localhost, ToRs
+   serial 1, spines, GPU hosts in the same waves) with as many tasks per host as the re-run executed
+   (PLAY RECAP ok, minus the measuring tasks), over the same nsenter connections (target <= 1.5x).
 
-  python bench/rollout_overhead.py --inventory /tmp/mnr-lab/fabric.yml [-e k=v ...]
-Build the lab first: ansible-playbook -i FABRIC playbooks/lab.yml -e lab_topology=FABRIC
+  python bench/rollout_overhead.py --fabric tests/e2e/rollout/fabric.yml [--fresh] [-e k=v ...]
+
+--fresh tears the fabric's lab down and builds it again first (never use it on a lab someone else uses);
+without it the lab must be built already (ansible-playbook playbooks/lab.yml -e lab_topology=FABRIC).
 """
 
 from __future__ import annotations
@@ -26,11 +30,18 @@ import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", re.M)
+# profile_tasks: "<role> : <task name> ---- 1.23s"
+PROFILE = re.compile(r"^(?:\S+ : )?(.+?) -{2,} (\d+\.\d+)s$", re.M)
+MEASURING = ("Gate ", "Share probe", "Lab line rate")
+MEASURING_PER_HOST_WAVE = 8   # 5 gates + share probe + line rate on/off, per GPU host and wave
 
 
-def playbook(args, inventory, extra, report_root=None):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+def playbook(args, inventory, extra, profile=False):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH=os.path.join(REPO, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+    if profile:
+        env.update(ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks",
+                   PROFILE_TASKS_TASK_OUTPUT_LIMIT="all", PROFILE_TASKS_SORT_ORDER="none")
     argv = ["ansible-playbook", "-i", inventory] + args
     for e in extra:
         argv += ["-e", e]
@@ -48,49 +59,92 @@ def latest_report(root):
         return json.load(f)
 
 
-def gate_seconds(report):
-    return sum(g.get("seconds") or 0 for w in report.get("waves") or [] for g in w.get("gates") or []) + \
-        sum(g.get("seconds") or 0 for t in report.get("tors") or [] for g in t.get("gates") or [])
+def measuring_seconds(stdout):
+    """Wall time of the measuring tasks, from profile_tasks' per-task list at the end of the run."""
+    tail = stdout[stdout.rfind("PLAY RECAP"):]
+    n, s = 0, 0.0
+    for m in PROFILE.finditer(tail):
+        if m.group(1).startswith(MEASURING):
+            n += 1
+            s += float(m.group(2))
+    return s, n
+
+
+def noop_playbook(path, recap, report):
+    """A ping-only playbook with the rollout's plays, batches and per-host task counts."""
+    waves = [w["hosts"] for w in report.get("waves") or [] if w.get("hosts")]
+    gpu = [h for w in waves for h in w]
+    tors = [t["name"] for t in report.get("tors") or []]
+    spines = [h for h in recap if h not in gpu and h not in tors and h != "localhost"]
+
+    def count(hosts, minus=0):
+        return max([recap[h]["ok"] - minus for h in hosts if h in recap] or [0])
+
+    n_gpu = max(1, max([(recap[h]["ok"] - MEASURING_PER_HOST_WAVE) for h in gpu if h in recap] or [1]))
+    plays = [("localhost", None, count(["localhost"]), True), (":".join(tors), 1, count(tors), False),
+             (":".join(spines), None, count(spines), False), (":".join(gpu), [len(w) for w in waves], n_gpu, False)]
+    with open(path, "w") as f:
+        for hosts, serial, n, local in plays:
+            if not hosts or n <= 0:
+                continue
+            f.write("- hosts: %s\n  gather_facts: false\n" % hosts)
+            if local:
+                f.write("  connection: local\n")
+            if serial is not None:
+                f.write("  serial: %s\n" % json.dumps(serial))
+            f.write("  tasks:\n")
+            for i in range(n):
+                f.write("    - name: noop %d\n      ansible.builtin.ping:\n" % i)
+    return {"localhost": count(["localhost"]), "tor": count(tors), "spine": count(spines), "gpu": n_gpu,
+            "waves": [len(w) for w in waves]}
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--inventory", required=True)
+    ap.add_argument("--fabric", required=True, help="lab fabric topology (also the inventory)")
+    ap.add_argument("--fresh", action="store_true", help="tear down and build this fabric's lab first")
     ap.add_argument("-e", dest="extra", action="append", default=[])
-    ap.add_argument("--skip-first", action="store_true", help="only the re-run and the no-op comparison")
     a = ap.parse_args()
+    fabric = os.path.abspath(a.fabric)
     work = tempfile.mkdtemp(prefix="mnr-bench-")
     root = os.path.join(work, "reports")
     extra = ["rollout_report_root=%s" % root, "rollout_intended_dir=%s/intended" % work,
              "tor_bgp_intended_dir=%s/intended" % work, "host_datapath_build_dir=%s/build" % work] + a.extra
+    lab = os.path.join(REPO, "playbooks", "lab.yml")
+    if a.fresh:
+        playbook([lab], fabric, ["lab_topology=%s" % fabric, "lab_state=absent"])
+        r, wall, recap = playbook([lab], fabric, ["lab_topology=%s" % fabric])
+        print("lab build: %.1f s, rc %d" % (wall, r.returncode))
     pb = os.path.join(REPO, "playbooks", "rollout.yml")
-    if not a.skip_first:
-        r, wall, recap = playbook([pb], a.inventory, extra)
-        rep = latest_report(root)
-        print("rollout: %.1f s wall, status %s, rc %d" % (wall, rep["run"].get("status"), r.returncode))
-        for w in rep.get("waves") or []:
-            hosts = ", ".join(w.get("hosts") or [])
-            print("  wave %-14s %-12s %5s s  hosts %s" % (w["name"], w.get("status"), w.get("seconds"), hosts))
-        print("  changed tasks: %d" % sum(v["changed"] for v in recap.values()))
-    r, wall, recap = playbook([pb], a.inventory, extra)
+    print("extra vars: %s" % " ".join(a.extra))
+    r, wall, recap = playbook([pb], fabric, extra)
+    rep = latest_report(root)
+    print("rollout: %.1f s wall, status %s, rc %d, changed tasks %d" % (
+        wall, rep["run"].get("status"), r.returncode, sum(v["changed"] for v in recap.values())))
+    for t in rep.get("tors") or []:
+        print("  ToR  %-14s changed %s" % (t["name"], t.get("changed")))
+    for w in rep.get("waves") or []:
+        print("  wave %-14s %-12s %6s s  hosts %s" % (w["name"], w.get("status"), w.get("seconds"),
+                                                     ", ".join(w.get("hosts") or [])))
+    r, wall, recap = playbook([pb], fabric, extra, profile=True)
     rep = latest_report(root)
     changed = sum(v["changed"] for v in recap.values())
-    gs = gate_seconds(rep)
-    print("no-change re-run: %.1f s wall, changed %d, status %s, gates measuring %.1f s" % (
-        wall, changed, rep["run"].get("status"), gs))
-    hosts = [h for h in recap if h != "localhost"]
-    tasks = max(recap[h]["ok"] + recap[h]["changed"] + recap[h]["skipped"] for h in hosts) if hosts else 0
+    meas, nmeas = measuring_seconds(r.stdout)
+    print("no-change re-run: %.1f s wall, changed %d (%s), status %s, rc %d" % (
+        wall, changed, ", ".join("%s=%d" % (h, v["changed"]) for h, v in recap.items() if v["changed"]) or "none",
+        rep["run"].get("status"), r.returncode))
+    print("  measuring tasks (gates, share probe, line rate): %d task runs, %.1f s wall" % (nmeas, meas))
     noop = os.path.join(work, "noop.yml")
-    with open(noop, "w") as f:
-        f.write("- hosts: %s\n  gather_facts: false\n  tasks:\n" % ":".join(hosts))
-        for i in range(tasks):
-            f.write("    - name: noop %d\n      ansible.builtin.ping:\n" % i)
-    r2, wall2, recap2 = playbook([noop], a.inventory, [])
-    per_rollout = (wall - gs) / max(1, tasks)
-    per_noop = wall2 / max(1, tasks)
-    print("controller overhead: %d hosts, %d tasks/host; re-run without gate measuring %.3f s/task, "
-          "no-op (ping) %.3f s/task, ratio %.2fx (target <= 1.5x); no-op rc %d"
-          % (len(hosts), tasks, per_rollout, per_noop, per_rollout / per_noop if per_noop else 0, r2.returncode))
+    shape = noop_playbook(noop, recap, rep)
+    r2, wall2, recap2 = playbook([noop], fabric, [])
+    steps = shape["localhost"] + shape["tor"] * max(1, len(rep.get("tors") or [])) + shape["spine"] + \
+        shape["gpu"] * max(1, len(shape["waves"]))
+    ctl = wall - meas
+    print("controller overhead: rollout re-run without measuring %.1f s vs no-op (ping) with the same plays, "
+          "batches %s and tasks per host (localhost %d, ToR %d, spine %d, GPU host %d) %.1f s (rc %d): "
+          "ratio %.2fx (target <= 1.5x); per task step %.3f s vs %.3f s"
+          % (ctl, shape["waves"], shape["localhost"], shape["tor"], shape["spine"], shape["gpu"], wall2,
+             r2.returncode, ctl / wall2 if wall2 else 0, ctl / steps, wall2 / steps))
     print("work dir: %s" % work)
 
 
