@@ -33,7 +33,7 @@ RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
 # profile_tasks: "<role> : <task name> ---- 1.23s"
 PROFILE = re.compile(r"^(?:\S+ : )?(.+?) -{2,} (\d+\.\d+)s$", re.M)
 MEASURING = ("Gate ", "Share probe", "Lab line rate")
-MEASURING_PER_HOST_WAVE = 8   # 5 gates + share probe + line rate on/off, per GPU host and wave
+MEASURING_PER_HOST_WAVE = 9   # 5 gates + share probe + line rate on/off + attempt bookkeeping, per host and wave
 
 
 def playbook(args, inventory, extra, profile=False):
