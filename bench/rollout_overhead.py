@@ -80,7 +80,7 @@ def noop_playbook(path, recap, report):
     def count(hosts, minus=0):
         return max([recap[h]["ok"] - minus for h in hosts if h in recap] or [0])
 
-    n_gpu = max(1, max([(recap[h]["ok"] - MEASURING_PER_HOST_WAVE) for h in gpu if h in recap] or [1]))
+    n_gpu = max([(recap[h]["ok"] - MEASURING_PER_HOST_WAVE) for h in gpu if h in recap] + [1])
     plays = [("localhost", None, count(["localhost"]), True), (":".join(tors), 1, count(tors), False),
              (":".join(spines), None, count(spines), False), (":".join(gpu), [len(w) for w in waves], n_gpu, False)]
     with open(path, "w") as f:
@@ -124,8 +124,8 @@ def main():
     for t in rep.get("tors") or []:
         print("  ToR  %-14s changed %s" % (t["name"], t.get("changed")))
     for w in rep.get("waves") or []:
-        print("  wave %-14s %-12s %6s s  hosts %s" % (w["name"], w.get("status"), w.get("seconds"),
-                                                     ", ".join(w.get("hosts") or [])))
+        fields = (w["name"], w.get("status"), w.get("seconds"), ", ".join(w.get("hosts") or []))
+        print("  wave %-14s %-12s %6s s  hosts %s" % fields)
     r, wall, recap = playbook([pb], fabric, extra, profile=True)
     rep = latest_report(root)
     changed = sum(v["changed"] for v in recap.values())
