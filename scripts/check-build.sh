@@ -25,5 +25,5 @@ cat > plan.yml <<'PLAY'
         dest: intended
 PLAY
 ansible-playbook -i fabric.yml plan.yml >/dev/null
-test -s intended/plan/racks/b1-az1-r1.yml
+test -s intended/example/plan/racks/b1-az1-r1.yml
 echo "collection build: $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB) built, installed, inventory and plan ran"

@@ -19,7 +19,7 @@ fi
 
 echo "=== lab: FRR spine and ToRs, systemd GPU hosts (2 and 4 NICs), storage node"
 ansible-playbook -i "$inventory" playbooks/lab.yml
-echo "=== plan: validate the topology, write intended/plan/"
+echo "=== plan: validate the topology, write intended/lab/plan/"
 ansible-playbook -i "$inventory" playbooks/plan.yml
 echo "=== rollout: ToR policy rack by rack, hosts canary then fleet, health gates after each wave"
 rc=0
@@ -31,7 +31,7 @@ if [ -n "$report" ] && [ -f "$report/report.md" ]; then
   echo
   echo "report:    $here/${report%/}/report.md (JSON: report.json, plot: per-NIC shares SVG)"
 fi
-echo "plan:      $here/intended/plan/summary.yml"
+echo "plan:      $here/intended/lab/plan/summary.yml"
 echo "configs:   $here/intended/configs/"
 echo "lab down:  bash scripts/main.sh --down"
 exit $rc

@@ -33,7 +33,8 @@ class ActionModule(ActionBase):
         dest = self._loader.path_dwim(args.get("dest") or "intended")
         allow = bool(self._templar.template(args.get("allow_renumber", False)))
         try:
-            outcome = run_plan(topology, dest, allow_renumber=allow, check_mode=self._task.check_mode)
+            outcome = run_plan(topology, dest, allow_renumber=allow, check_mode=self._task.check_mode,
+                               per_fabric=True)
         except PlanChangedError as exc:
             result.update(failed=True, msg=to_native(exc), renumbered=exc.changes)
             return result
@@ -49,6 +50,7 @@ class ActionModule(ActionBase):
             added=outcome["added"],
             renumbered=outcome["renumbered"],
             dest=dest,
+            plan_dir=outcome["plan_dir"],
             topology=topology,
         )
         if self._task.diff and outcome["diff"]:

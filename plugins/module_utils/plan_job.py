@@ -6,6 +6,8 @@ the command line and the benchmarks)."""
 
 from __future__ import annotations
 
+import os
+
 try:
     import yaml
     HAS_YAML = True
@@ -25,10 +27,16 @@ def read_topology_file(path):
     return data
 
 
-def run_plan(topology_path, dest, allow_renumber=False, check_mode=False):
-    """Returns the write result plus the plan summary. Raises MultinicError subclasses."""
+def run_plan(topology_path, dest, allow_renumber=False, check_mode=False, per_fabric=False):
+    """Returns the write result plus the plan summary. Raises MultinicError subclasses.
+
+    ``per_fabric``: write under ``dest/<fabric name>/`` so several fabrics (the lab, a region, an
+    example) can share one intended/ without their plans being compared with each other.
+    """
     topo = load_topology(read_topology_file(topology_path), source=topology_path)
     plan = FabricPlan(topo).allocate()
-    result = write_plan(plan, dest, allow_renumber=allow_renumber, check_mode=check_mode)
+    base = os.path.join(dest, topo.name) if per_fabric else dest
+    result = write_plan(plan, base, allow_renumber=allow_renumber, check_mode=check_mode)
     result["summary"] = plan.summary()
+    result["plan_dir"] = os.path.join(base, "plan")
     return result

@@ -16,6 +16,7 @@ Additions and removals of whole entities are not renumbering and go through.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -139,8 +140,15 @@ def flatten(data, prefix="", out=None):
 
 
 def _is_allocation(path):
+    """Leaves that are allocations: address/prefix values (ipv4/ipv6 under an allocation key, or the
+    key itself), ASNs and router ids. Names, platforms and lengths are not."""
     parts = path.split(".")
-    return any(p in _ALLOCATION_LEAVES for p in parts[-2:])
+    last = parts[-1]
+    if last in ("asn", "tor_asn", "spine_asn", "router_id", "task_ip"):
+        return True
+    if last in ("ipv4", "ipv6") and len(parts) > 1:
+        return parts[-2].split("[")[0] in _ALLOCATION_LEAVES
+    return False
 
 
 class Comparison(object):
@@ -195,8 +203,17 @@ def compare(old_files, new_files):
 
 
 def _movable(value):
-    # ASNs shared by siblings (tor_asn on every host) are not identities; addresses are.
-    return isinstance(value, str) or isinstance(value, tuple)
+    """Only addresses and prefixes identify an allocation; ASNs shared by siblings (tor_asn on every
+    host of a rack) and other repeated values do not."""
+    if isinstance(value, tuple):
+        return all(_movable(v) for v in value)
+    if not isinstance(value, str):
+        return False
+    try:
+        ipaddress.ip_interface(value)
+        return True
+    except ValueError:
+        return False
 
 
 def _hashable(value):

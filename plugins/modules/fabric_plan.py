@@ -13,7 +13,8 @@ author:
 description:
   - Runs on the controller. Validates the topology file (every problem reported with its path in the
     file, the value and a fix), computes the hierarchical dual-stack plan (region > building > AI zone
-    > rack > host > NIC subnet > task IP) and writes it as reviewable YAML under O(dest)/plan/.
+    > rack > host > NIC subnet > task IP) and writes it as reviewable YAML under O(dest)/<fabric name>/plan/ (one folder per fabric, so
+    several fabrics can share one intended/ directory).
   - Addresses are a pure function of pools, capacities and ids, so adding, removing or reordering
     entities changes no existing allocation.
   - A re-plan is compared with the files on disk. If any existing allocation would change or move,
@@ -26,7 +27,7 @@ options:
     type: path
     required: true
   dest:
-    description: The intended/ directory; the plan goes to O(dest)/plan/.
+    description: The intended/ directory; the plan goes to O(dest)/<fabric name>/plan/.
     type: path
     default: intended
   allow_renumber:
@@ -83,6 +84,10 @@ added:
   returned: success
   type: list
   elements: str
+plan_dir:
+  description: Where the plan was (or, in check mode, would be) written.
+  returned: success
+  type: str
 renumbered:
   description: Existing allocations that change or move (empty unless O(allow_renumber=true), else the task fails).
   returned: always

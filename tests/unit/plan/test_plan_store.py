@@ -149,3 +149,26 @@ def test_yaml_emitter_round_trips_plan_data():
     odd = {"a": [], "b": {}, "c": [[1, 2], [], {"x": None, "y": True}], "d": "fd00::", "e": "key: value",
            "f": ["- x", "#c", "'q'", '"dq"'], "3": 3, "g h": 1.5}
     assert yaml.safe_load(plan_store.dump_yaml(odd)) == odd
+
+
+def test_rename_is_a_move_but_names_and_platforms_are_not_allocations(tmp_path):
+    data = small()
+    dest = str(tmp_path / "intended")
+    run_plan(_write(tmp_path, data), dest)
+    data["buildings"][0]["zones"][0]["racks"][0]["hosts"][0]["name"] = "h1-renamed"
+    data["buildings"][0]["zones"][0]["racks"][1]["tor"] = {"platform": "eos"}
+    with pytest.raises(PlanChangedError) as info:
+        run_plan(_write(tmp_path, data), dest)
+    changes = info.value.changes
+    assert any(c.startswith("fd00:20::2 moved: ") and "h1-renamed" in c for c in changes), changes[:5]
+    assert not any("platform" in c or c.startswith("frr") for c in changes), changes
+
+
+def test_fabrics_get_their_own_plan_folder(tmp_path):
+    dest = str(tmp_path / "intended")
+    first = run_plan(_write(tmp_path, small()), dest, per_fabric=True)
+    other = small(name="other")
+    other["buildings"][0]["zones"][0]["racks"][0]["hosts"][0]["name"] = "x1"
+    second = run_plan(_write(tmp_path, other, "other.yml"), dest, per_fabric=True)
+    assert first["plan_dir"].endswith("/t/plan") and second["plan_dir"].endswith("/other/plan")
+    assert second["renumbered"] == [] and os.path.exists(os.path.join(dest, "t", "plan", "racks", "r1.yml"))
