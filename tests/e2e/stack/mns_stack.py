@@ -33,7 +33,7 @@ def _load_datapath_harness():
 
 
 DH = _load_datapath_harness()
-max_stall, stalls, shares = DH.max_stall, DH.stalls, DH.shares
+max_stall, stalls, shares, receiver_view = DH.max_stall, DH.stalls, DH.shares, DH.receiver_view
 
 
 def env(**extra):
@@ -199,15 +199,16 @@ class Lab(object):
                 out[li["ifname"]] = li["stats64"][direction]["bytes"]
         return out
 
-    def spawn(self, argv):
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+    def spawn(self, argv, stdout=subprocess.PIPE):
+        p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, universal_newlines=True,
                              start_new_session=True)
         self.procs.append(p)
         return p
 
     def iperf_server(self, port):
         p = self.spawn(["nsenter", "--net=/run/netns/%s" % self.netns("mns-storage"), "--",
-                        "iperf3", "-s", "-1", "-p", str(port)])
+                        "iperf3", "-s", "-1", "--json", "-p", str(port)],
+                       stdout=subprocess.DEVNULL)   # its report reaches the client (--get-server-output)
         t0 = time.monotonic()
         while time.monotonic() - t0 < 5:
             ss = sh(["nsenter", "--net=/run/netns/%s" % self.netns("mns-storage"), "--", "ss", "-Hltn",
@@ -225,7 +226,7 @@ class Lab(object):
         b0 = self.nic_bytes(host, direction)
         dst = STO6 if fam == "ipv6" else STO4
         argv = ["iperf3", "-c", dst, "-p", str(port), "-P", str(flows), "-t", str(seconds), "-i", str(interval),
-                "--json"] + (["-R"] if reverse else [])
+                "--json", "--get-server-output"] + (["-R"] if reverse else [])
         cli = self.spawn(self.in_slot(host, slot, argv))
         out, err = cli.communicate(timeout=seconds + 60)
         b1 = self.nic_bytes(host, direction)

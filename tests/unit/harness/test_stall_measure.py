@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+"""Unit tests of the lab tests' stall measurement (tests/e2e/datapath/dp_harness.py): stalls are
+taken per stream at the receiving end of an iperf3 run, and a run without the receiver's report
+fails instead of passing with nothing measured."""
+import importlib.util
+import os
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPEC = importlib.util.spec_from_file_location(
+    "dp_harness_for_unit", os.path.join(HERE, "..", "..", "e2e", "datapath", "dp_harness.py"))
+H = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(H)
+
+
+def report(per_stream):
+    """iperf3-like JSON: per_stream = {socket: [bytes per 0.2 s interval]}."""
+    n = len(next(iter(per_stream.values())))
+    return {"intervals": [{"streams": [{"socket": s, "bytes": b[i], "seconds": 0.2, "start": 0.2 * i}
+                                       for s, b in sorted(per_stream.items())]} for i in range(n)]}
+
+
+def test_receiver_view_is_the_server_for_egress_and_the_client_for_reverse():
+    sender = report({5: [100] * 10})
+    receiver = report({7: [100, 0, 0, 0, 0, 0, 0, 100, 100, 100]})   # 1.2 s without bytes at the receiver
+    egress = dict(sender, server_output_json=receiver)
+    assert H.receiver_view(egress, reverse=False) is receiver
+    assert H.max_stall(H.receiver_view(egress, reverse=False)) == pytest.approx(1.2)
+    ingress = dict(receiver, server_output_json=sender)
+    assert H.max_stall(H.receiver_view(ingress, reverse=True)) == pytest.approx(1.2)
+
+
+def test_missing_receiver_report_fails():
+    with pytest.raises(AssertionError, match="no server intervals"):
+        H.receiver_view(report({5: [100] * 5}), reverse=False)
+
+
+def test_stalls_are_per_stream_and_reset_by_bytes():
+    r = report({1: [0, 0, 10, 0, 0, 0, 10], 2: [10, 0, 0, 0, 0, 0, 0]})
+    assert H.max_stall(r) == pytest.approx(1.2)          # stream 2: six empty intervals at the end
+    assert H.stalls(r) == [(0.0, 0.4), (0.2, 1.2), (0.6, 0.6)]
