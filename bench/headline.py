@@ -117,12 +117,14 @@ def main(argv=None):
                                                      "surge_warmup", "surge_variants", "surge_load", "chunk",
                                                      "reps", "settle")},
                "hosts": {h: len(blab.nics(h)) for h in hosts},
+               "datapath": {h: blab.datapath_mode(h) for h in hosts},
                "modes": {"before": "workload default route over NIC 0 only; sidecars drained (no task route on the "
                                    "ToR, task IP reached through NIC 0's connected subnet)",
                          "after": "rollout as deployed: ECMP default route over every NIC; task IP announced with one "
                                   "next hop per NIC (ToR ECMP, L4 hash)"},
                "started": started}
-    print("headline bench %s: hosts %s, rate %s, load average %s" % (run_id, hosts, o.rate, loadavg()), flush=True)
+    print("headline bench %s: hosts %s, datapath %s, rate %s, load average %s" % (
+        run_id, hosts, results["datapath"], o.rate, loadavg()), flush=True)
     work = tempfile.mkdtemp(prefix="mnb-headline-")
     runner = Runner(blab, o, log=lambda m: print(m, flush=True))
     errors = []

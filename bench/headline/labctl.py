@@ -139,6 +139,13 @@ class BenchLab(object):
                 return s["task_ip"][family]
         raise BenchError("host %s has no task slot %d" % (host, slot))
 
+    def datapath_mode(self, host):
+        """'ebpf' when NIC 0 carries a tc bpf ingress filter (host_datapath eBPF mode), else 'kernel'."""
+        nic0 = self.nics(host)[0]
+        p = sh(["nsenter", "--net=/proc/%d/ns/net" % self.pid(host), "--", "tc", "filter", "show", "dev", nic0,
+                "ingress"])
+        return "ebpf" if " bpf " in p or "direct-action" in p else "kernel"
+
     # ------------------------------------------------------------ counters
     def counters(self, host):
         with open("/proc/%d/net/dev" % self.pid(host)) as f:

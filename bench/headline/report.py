@@ -98,7 +98,9 @@ def markdown(results, summary):
                                            p["readers"], p["read_window"], p["surge_flows"], p["reps"]),
              "", "Machine: %s, %d CPUs, kernel %s; load average at start %s, at end %s." % (
                  m.get("cpu_model", "?"), m.get("cpus", 0), m.get("kernel", "?"), m.get("loadavg_start"),
-                 m.get("loadavg_end")), "",
+                 m.get("loadavg_end")),
+             "", "Host datapath mode: %s." % (", ".join("%s %s" % kv for kv in sorted(results.get("datapath", {}).items()))
+                                              or "not recorded"), "",
              "| host | NICs | transfer | flows | before s | after s | before Gbit/s | after Gbit/s | speedup | after shares |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary["transfers"]:
