@@ -16,8 +16,12 @@ undone exactly as far as it got.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import glob
 import json
 import os
+import tempfile
 import threading
 
 STATE_ROOT = "/run/netscale-multinic/lab"
@@ -43,55 +47,79 @@ def load(fabric, root=STATE_ROOT):
 
 
 class State(object):
-    """In-memory state mirrored to disk after every change (atomic write + rename)."""
+    """In-memory state mirrored to disk after every change (atomic write + rename).
+
+    A State built from data loaded from disk (``data=...``: lab operations attaching to a running
+    lab) may share the file with other processes - e.g. two hosts' probes delegated to the
+    controller in parallel forks, each recording its iperf3 server. Every change then re-reads the
+    file under an exclusive flock on ``state.lock`` and writes through a temporary file of its own,
+    so no writer loses another's record or renames another's temporary file away."""
 
     def __init__(self, fabric, root=STATE_ROOT, data=None):
         self.fabric = fabric
         self.root = root
         self.dir = state_dir(fabric, root)
         self.path = state_file(fabric, root)
+        self.attached = data is not None
         self.data = data or {"fabric": fabric, "status": "building", "nodes": {}, "resources": []}
         self.lock = threading.RLock()  # FRR nodes start in parallel threads
 
-    def save(self):
+    @contextlib.contextmanager
+    def _change(self):
+        """Serialise one read-modify-write: threads by the RLock, processes by flock."""
         with self.lock:
-            self._save()
+            os.makedirs(self.dir, exist_ok=True)
+            fd = os.open(os.path.join(self.dir, "state.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if self.attached:
+                    disk = load(self.fabric, self.root)
+                    if disk is not None:
+                        self.data = disk
+                yield self.data
+                self._save()
+            finally:
+                os.close(fd)   # releases the flock
+
+    def save(self):
+        with self._change():
+            pass
 
     def _save(self):
-        os.makedirs(self.dir, exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.data, f, indent=1, sort_keys=True)
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, self.path)
+        fd, tmp = tempfile.mkstemp(prefix=".state.", suffix=".tmp", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.data, f, indent=1, sort_keys=True)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
     def add(self, **resource):
         """Record one created object (before it can be leaked: callers record right after creating)."""
-        with self.lock:
-            self.data["resources"].append(resource)
-            self.save()
+        with self._change() as data:
+            data["resources"].append(resource)
         return resource
 
     def retire(self, pid):
         """A recorded process was replaced on purpose (daemon restart): no longer part of health."""
-        with self.lock:
-            for r in self.data["resources"]:
+        with self._change() as data:
+            for r in data["resources"]:
                 if r.get("type") == "process" and r.get("pid") == pid:
                     r["keep"] = False
-            self.save()
 
     def set_node(self, name, **fields):
-        with self.lock:
-            self.data["nodes"].setdefault(name, {}).update(fields)
-            self.save()
+        with self._change() as data:
+            data["nodes"].setdefault(name, {}).update(fields)
 
     def set(self, **fields):
-        with self.lock:
-            self.data.update(fields)
-            self.save()
+        with self._change() as data:
+            data.update(fields)
 
     def remove_file(self):
-        for p in (self.path, self.path + ".tmp"):
+        for p in [self.path, os.path.join(self.dir, "state.lock")] + glob.glob(os.path.join(self.dir, ".state.*.tmp")):
             try:
                 os.unlink(p)
             except FileNotFoundError:
