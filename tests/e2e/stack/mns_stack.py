@@ -297,9 +297,15 @@ class Lab(object):
                                      "/etc/sysctl.d/90-netscale* 2>/dev/null; true"], check=False).stdout.split()
         out["units"] = self.x(host, ["systemctl", "list-units", "--all", "--plain", "--no-legend", "netscale*"],
                               check=False).stdout.split("\n")
+        # Long-lived processes only: the NIC watcher runs short helpers (bpftool map dumps of the pins under
+        # /sys/fs/bpf/netscale-multinic, ip) every 30 s and on events, which a dump may catch mid-run.
         out["procs"] = [l for l in self.x(host, ["ps", "-eo", "comm,args"], check=False).stdout.splitlines()
-                        if "exabgp" in l or "vipinjector" in l or "netscale" in l]
+                        if ("exabgp" in l or "vipinjector" in l or "netscale" in l)
+                        and l.split(None, 1)[0] not in TRANSIENT_HELPERS]
         return out
+
+
+TRANSIENT_HELPERS = ("bpftool", "ip", "sysctl", "ps", "sh")
 
 
 def diff_dumps(a, b):

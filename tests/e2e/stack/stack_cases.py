@@ -360,7 +360,8 @@ def test_bad_input(stack, case):
                check=False)
     assert p.returncode != 0, "bad input %s must fail" % case
     assert text in p.stdout, "bad input %s: message should contain %r:\n%s" % (case, text, p.stdout[-3000:])
-    assert M.diff_dumps(before, lab.dump(host)) == {}, "bad input %s changed the host" % case
+    changed = M.diff_dumps(before, lab.dump(host))
+    assert changed == {}, "bad input %s changed the host: %s" % (case, str(changed)[:3000])
 
 
 # ---- removal (last) ----------------------------------------------------------------------------
