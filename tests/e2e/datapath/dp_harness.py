@@ -282,6 +282,15 @@ def receiver_view(result, reverse):
     return srv
 
 
+def by_end(results):
+    """{'egress': run, 'ingress': run (iperf3 -R)} -> (receiver reports, sender reports) per direction.
+    Fails when a direction's run is missing (its thread raised), so nothing passes half-measured."""
+    assert sorted(results) == ["egress", "ingress"], "an iperf3 run is missing: %s" % sorted(results)
+    received = dict((d, receiver_view(r, reverse=(d == "ingress"))) for d, r in results.items())
+    sent = dict((d, r.get("server_output_json", {}) if d == "ingress" else r) for d, r in results.items())
+    return received, sent
+
+
 def max_stall(result):
     """Longest run (seconds) of consecutive zero-byte intervals of any stream, from iperf3 --json."""
     worst = 0.0

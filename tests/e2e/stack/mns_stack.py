@@ -33,7 +33,7 @@ def _load_datapath_harness():
 
 
 DH = _load_datapath_harness()
-max_stall, stalls, shares, receiver_view = DH.max_stall, DH.stalls, DH.shares, DH.receiver_view
+max_stall, stalls, shares, by_end = DH.max_stall, DH.stalls, DH.shares, DH.by_end
 
 
 def env(**extra):

@@ -191,16 +191,15 @@ def test_nic_failure(stack, kind):
         t.join(90)
     for name, res in results.items():
         assert "error" not in res, "%s: %s" % (name, res["error"])
-    # per stream, where the bytes arrive (M.receiver_view: the sender's view counts socket writes)
-    received = dict((k, M.receiver_view(v, reverse=(k == "ingress"))) for k, v in results.items())
+    # per stream, where the bytes arrive (M.by_end: the sender's view counts socket writes)
+    received, sent = M.by_end(results)
     worst = dict((k, M.max_stall(v)) for k, v in received.items())
     print("%s %s: next hop out of the ToR FIB after %s s, back %s s after the NIC (no re-run); worst stream "
           "stall at the receiver %s; stalls >= 0.4 s (start, length): %s; sender-side view (socket writes, "
           "not asserted): %s" % (
               stack.mode, kind, round(events.get("out", -1), 3), round(events.get("back", -1), 2), worst,
               dict((k, M.stalls(v)) for k, v in received.items()),
-              dict((k, M.max_stall(v if k == "egress" else v.get("server_output_json", {})))
-                   for k, v in results.items())))
+              dict((k, M.max_stall(v)) for k, v in sent.items())))
     assert "out_error" not in events, events
     assert "back_error" not in events, events
     for k, v in worst.items():

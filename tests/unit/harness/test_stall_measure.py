@@ -40,3 +40,14 @@ def test_stalls_are_per_stream_and_reset_by_bytes():
     r = report({1: [0, 0, 10, 0, 0, 0, 10], 2: [10, 0, 0, 0, 0, 0, 0]})
     assert H.max_stall(r) == pytest.approx(1.2)          # stream 2: six empty intervals at the end
     assert H.stalls(r) == [(0.0, 0.4), (0.2, 1.2), (0.6, 0.6)]
+
+
+def test_by_end_requires_both_directions():
+    sender = report({5: [100] * 3})
+    receiver = report({7: [100, 0, 100]})
+    received, sent = H.by_end({"egress": dict(sender, server_output_json=receiver),
+                               "ingress": dict(receiver, server_output_json=sender)})
+    assert received == {"egress": receiver, "ingress": dict(receiver, server_output_json=sender)}
+    assert sent["egress"]["intervals"] == sender["intervals"] and sent["ingress"] == sender
+    with pytest.raises(AssertionError, match="missing"):
+        H.by_end({"egress": dict(sender, server_output_json=receiver)})
