@@ -46,4 +46,5 @@ fi
 step "pytest"
 targets=(tests/unit tests/integration)
 [ $run_e2e = 1 ] && targets+=(tests/e2e)
-python -m pytest "${targets[@]}"
+# the slowest tests are listed at the end (where CI time goes)
+python -m pytest --durations=15 "${targets[@]}"
