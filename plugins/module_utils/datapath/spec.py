@@ -60,9 +60,9 @@ NIC_SYSCTLS = (
     # flows stalled 1.4-2.6 s (TCP backoff). Fabric NICs are point-to-point with planned addresses.
     ("net.ipv6.conf.{nic}.accept_dad", "0"),
     # A NIC that comes back up resolves its ToR gateway at once (traffic is waiting). The first
-    # request can go unanswered (lab, veth ToR port: in 4 of 12 link-ups no reply left the port,
-    # likely sent before the port's queue was re-activated after carrier-on) and the default 1 s
-    # retransmit then black-holed the flows of that NIC for 0.8-2.0 s. 100 ms on point-to-point
+    # request can go unanswered (lab, veth ToR port: 5 of 12 link-ups; in the captured ones no reply
+    # left the port, likely sent before its queue was re-activated after carrier-on) and the default
+    # 1 s retransmit then black-holed the flows of that NIC for 0.8-2.0 s. 100 ms on point-to-point
     # fabric links costs at most 10 requests/s while a gateway is unreachable.
     ("net.ipv4.neigh.{nic}.retrans_time_ms", "100"),
     ("net.ipv6.neigh.{nic}.retrans_time_ms", "100"),
