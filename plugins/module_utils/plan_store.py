@@ -20,7 +20,6 @@ import ipaddress
 import json
 import os
 import re
-import tempfile
 
 try:
     import yaml
@@ -29,6 +28,7 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core on ever
     HAS_YAML = False
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import PlanChangedError
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import StagedWrite
 
 if HAS_YAML:
     _Loader = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
@@ -240,59 +240,6 @@ def _read(path):
             return handle.read()
     except (IOError, OSError):
         return None
-
-
-class StagedWrite(object):
-    """Write files so that a failure leaves every previous file as it was.
-
-    ``stage`` writes each text to a temporary file beside its target; ``commit`` flushes them to disk
-    once (``os.sync``: one flush instead of one fsync per file, which dominated at fabric scale) and
-    renames them over their targets. ``abort`` (also on any exception in a ``with`` block) removes the
-    temporary files and changes nothing.
-    """
-
-    def __init__(self, mode=0o644):
-        self.mode = mode
-        self.staged = []
-
-    def stage(self, path, text):
-        folder = os.path.dirname(path)
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=folder)
-        self.staged.append((tmp, path))
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, self.mode)
-
-    def commit(self, remove=()):
-        os.sync()
-        for tmp, path in self.staged:
-            os.replace(tmp, path)
-        self.staged = []
-        for path in remove:
-            os.unlink(path)
-
-    def abort(self):
-        for tmp, _path in self.staged:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        self.staged = []
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None:
-            self.abort()
-        return False
-
-
-def atomic_write_many(items, mode=0o644):
-    """Write every (path, text) with StagedWrite semantics."""
-    with StagedWrite(mode) as batch:
-        for path, text in items:
-            batch.stage(path, text)
-        batch.commit()
 
 
 def write_plan(plan, base_dir, allow_renumber=False, check_mode=False, partial=None):
