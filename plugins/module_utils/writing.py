@@ -78,7 +78,7 @@ def atomic_write(path, text, mode=0o644, owner=None, makedirs=True):
         os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
     try:
-        os.fchmod(fd, mode)
+        os.chmod(tmp, mode)
         if owner is not None:
             os.fchown(fd, owner[0], owner[1])
         with os.fdopen(fd, "w") as handle:
@@ -123,9 +123,10 @@ class StagedWrite(object):
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
         self.staged.append((tmp, path))
-        os.fchmod(fd, self.mode)
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
+        # mkstemp made the file 0600: it is never readable by others before it is complete.
+        os.chmod(tmp, self.mode)
 
     def commit(self, remove=()):
         os.sync()
