@@ -157,6 +157,9 @@ class Comparison(object):
     def __init__(self, track_moves=True):
         self.changed, self.added, self.removed = [], [], []
         self._old_vals, self._new_vals = {}, {}
+        # Hosts by name, per side: a host that left one rack file and appeared in another (same
+        # name, other rack or zone) keeps its identity but gets new addresses - renumbering.
+        self._old_hosts, self._new_hosts = {}, {}
         # With nothing on disk nothing can move: skip remembering every new value (memory at scale).
         self.track_moves = track_moves
 
@@ -182,6 +185,8 @@ class Comparison(object):
                 self.changed.append("%s: %s: %s -> %s" % (rel, k, _show(flat_old[k]), _show(flat_new[k])))
         self._remember(self._old_vals, rel, flat_old, set(flat_old) - set(flat_new))
         self._remember(self._new_vals, rel, flat_new, set(flat_new) - set(flat_old))
+        _collect_hosts(self._old_hosts, rel, flat_old)
+        _collect_hosts(self._new_hosts, rel, flat_new)
 
     def finish(self):
         """Allocations that left one place and appeared in another have moved (a host renamed, ids
@@ -190,7 +195,28 @@ class Comparison(object):
             where_old = self._old_vals.get(value)
             if where_old and where_old != where_new and _movable(value):
                 self.changed.append("%s moved: %s -> %s" % (_show(value), where_old, where_new))
+        for name in sorted(set(self._old_hosts) & set(self._new_hosts)):
+            rel_old, old = self._old_hosts[name]
+            rel_new, new = self._new_hosts[name]
+            if rel_old == rel_new:
+                continue   # same file: the per-file comparison above listed its changes
+            for key in sorted(set(old) | set(new)):
+                if key in old and old.get(key) != new.get(key):
+                    self.changed.append("host %s moved %s -> %s: %s: %s -> %s" % (
+                        name, rel_old, rel_new, key, _show(old[key]),
+                        _show(new[key]) if key in new else "(none)"))
         return self
+
+
+_HOST_KEY = re.compile(r"^hosts\[name=([^\]]+)\]\.(.+)$")
+
+
+def _collect_hosts(store, rel, flat):
+    """{host name: (file, {leaf: allocation value})} of the hosts in one rack file."""
+    for key, value in flat.items():
+        match = _HOST_KEY.match(key)
+        if match and _is_allocation(match.group(2)):
+            store.setdefault(match.group(1), (rel, {}))[1][match.group(2)] = value
 
 
 def compare(old_files, new_files):

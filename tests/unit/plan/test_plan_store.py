@@ -172,3 +172,25 @@ def test_fabrics_get_their_own_plan_folder(tmp_path):
     second = run_plan(_write(tmp_path, other, "other.yml"), dest, per_fabric=True)
     assert first["plan_dir"].endswith("/t/plan") and second["plan_dir"].endswith("/other/plan")
     assert second["renumbered"] == [] and os.path.exists(os.path.join(dest, "t", "plan", "racks", "r1.yml"))
+
+
+def test_host_moved_to_another_rack_needs_consent_and_lists_old_to_new(tmp_path):
+    data = small()
+    dest = str(tmp_path / "intended")
+    run_plan(_write(tmp_path, data), dest)
+    snap = _snapshot(dest)
+    racks = data["buildings"][0]["zones"][0]["racks"]
+    moved = racks[0]["hosts"].pop(1)            # h2 leaves r1 ...
+    racks[1]["hosts"].append(dict(moved, id=2))  # ... and joins r2 under the same name
+    with pytest.raises(PlanChangedError) as err:
+        run_plan(_write(tmp_path, data), dest)
+    text = str(err.value)
+    assert "host h2 moved plan/racks/r1.yml -> plan/racks/r2.yml" in text
+    old_rack = yaml.safe_load(snap["plan/racks/r1.yml"])
+    old_h2 = [h for h in old_rack["hosts"] if h["name"] == "h2"][0]
+    # every moved address is listed old -> new, e.g. the task IP of slot 1 and NIC 0's subnet
+    assert "slots[slot=1].task_ip.ipv6: %s -> " % old_h2["slots"][0]["task_ip"]["ipv6"] in text
+    assert "nics[name=eth0].subnet.ipv4: %s -> " % old_h2["nics"][0]["subnet"]["ipv4"] in text
+    assert _snapshot(dest) == snap, "nothing written"
+    result = run_plan(_write(tmp_path, data), dest, allow_renumber=True)
+    assert any(c.startswith("host h2 moved") for c in result["renumbered"])
