@@ -18,9 +18,8 @@ import tempfile
 from dataclasses import dataclass
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-# ``redact`` and ``REDACTED`` stay importable from here for callers that used this module's copy.
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import (  # noqa: F401
-    REDACTED, atomic_write, redact)
+# ``redact`` stays importable from here (frr_apply.redact) for callers that used this module's copy.
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
 
 @dataclass

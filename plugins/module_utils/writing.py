@@ -62,7 +62,7 @@ def _mask(item):
     if isinstance(item, dict):
         return dict((k, REDACTED) for k in item)
     if isinstance(item, (list, tuple)):
-        return type(item)(REDACTED for _ in item)
+        return type(item)(REDACTED for _element in item)
     return REDACTED
 
 
