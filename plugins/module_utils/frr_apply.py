@@ -161,7 +161,7 @@ def converge(run, target, text, check_mode=False, candidate_path=None, scratch_d
     """One idempotent step: validate ``text``, diff it against the running config, apply unless
     ``check_mode``. Returns {changed, deleted, added, diff, warnings, candidate}.
 
-    ``write_file(path, text)`` writes a 0600 file (default: local os calls); in check mode the
+    ``write_file(path, text)`` writes a 0600 file (default: ``writing.atomic_write``); in check mode the
     candidate goes to a scratch file that is removed afterwards, so nothing on the box changes.
     """
     write_file = write_file or (lambda path, data: atomic_write(path, data, mode=0o600))
