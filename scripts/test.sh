@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test of netscale.multinic, from a fresh Debian 12 machine (runs scripts/setup.sh first):
 #   1. static checks: ansible-lint (production profile), ansible-test sanity, ansible-doc of every
-#      plugin, collection build + install;
+#      plugin, collection build, Galaxy's import check (galaxy-importer) and install;
 #   2. pytest: unit tests (planner, renderers, state machines) and the end-to-end lab tests (real
 #      FRR, ExaBGP, kernel datapath in network namespaces; needs root), including Molecule scenarios.
 # Options: --unit (unit tests and static checks only, no lab), --no-static.
@@ -39,7 +39,7 @@ if [ $run_static = 1 ]; then
   rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || { echo "ansible-test sanity failed ($rc)"; exit "$rc"; }
 
-  step "collection build and install"
+  step "collection build, galaxy-importer and install"
   bash scripts/check-build.sh
 fi
 

@@ -23,6 +23,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops a
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.engine import netns_name
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import load as load_state
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 DRAIN_FILE = "/run/netscale-vipinjector/drain"
 
@@ -221,8 +222,7 @@ class BenchLab(object):
         if mode == "before":
             if host not in self.drained:
                 self.drained[host] = os.path.exists(drain)
-            with open(drain, "w") as f:
-                f.write("netscale.multinic bench: single-NIC 'before' state\n")
+            atomic_write(drain, "netscale.multinic bench: single-NIC 'before' state\n", makedirs=False)
             return self.wait_paths(host, slots, 0, timeout)
         if os.path.exists(drain) and not self.drained.get(host, False):
             os.unlink(drain)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from . import stats, svg
+from ansible_collections.netscale.multinic.bench.headline import stats, svg
 
 META_PUBLISHED = [
     ("job read latency under a checkpoint surge", "300 s before, 1-8 s after (8 s baseline)"),

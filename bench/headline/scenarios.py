@@ -12,8 +12,8 @@ import subprocess
 import sys
 import time
 
-from . import stats
-from .labctl import BenchError
+from ansible_collections.netscale.multinic.bench.headline import stats
+from ansible_collections.netscale.multinic.bench.headline.labctl import BenchError
 
 FLOWS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flows.py")
 

@@ -5,17 +5,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
 
-class InputProblem(object):
+
+@dataclass
+class InputProblem:
     """One problem in the user's input: where it is, what was found, how to fix it."""
 
-    __slots__ = ("path", "value", "message", "fix")
-
-    def __init__(self, path, value, message, fix):
-        self.path = path
-        self.value = value
-        self.message = message
-        self.fix = fix
+    path: str
+    value: Any
+    message: str
+    fix: str
 
     def __str__(self):
         where = self.path or "(top level)"
@@ -26,7 +27,9 @@ class InputProblem(object):
 
 
 class MultinicError(Exception):
-    """Base class for errors the collection reports to the user."""
+    """Base class for every error the collection reports to the user.
+
+    A subclass may also derive from a builtin (``ValueError``...) where callers catch that."""
 
 
 class TopologyError(MultinicError):

@@ -12,31 +12,27 @@ always called with ``--stdout --log-level error``; every text this module return
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
+from dataclasses import dataclass
 
-REDACTED = "<redacted>"
-_SECRET_RE = re.compile(r"(\b(?:password|md5-password|authentication-key|key-string)(?:\s+[07])?\s+)(\S+)")
-
-
-def redact(text):
-    """Replace secrets (BGP passwords and similar) in config text or tool output."""
-    if not text:
-        return text
-    return _SECRET_RE.sub(lambda m: m.group(1) + REDACTED, text)
+from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+# ``redact`` stays importable from here (frr_apply.redact) for callers that used this module's copy.
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
 
-class FrrTarget(object):
+@dataclass
+class FrrTarget:
     """Where the FRR instance lives: binaries, config dir, vty socket dir, scratch dir."""
 
-    def __init__(self, bindir="/usr/bin", confdir="/etc/frr", vty_socket=None, rundir=None,
-                 reload_script="/usr/lib/frr/frr-reload.py", python="/usr/bin/python3", pathspace=None):
-        self.bindir = bindir
-        self.confdir = confdir
-        self.vty_socket = vty_socket
-        self.rundir = rundir
-        self.reload_script = reload_script
-        self.python = python
-        self.pathspace = pathspace
+    bindir: str = "/usr/bin"
+    confdir: str = "/etc/frr"
+    vty_socket: str | None = None
+    rundir: str | None = None
+    reload_script: str = "/usr/lib/frr/frr-reload.py"
+    python: str = "/usr/bin/python3"
+    pathspace: str | None = None
 
     def vtysh(self, *extra):
         argv = ["%s/vtysh" % self.bindir.rstrip("/")]
@@ -60,7 +56,9 @@ class FrrTarget(object):
         return argv + [path]
 
 
-class FrrApplyError(Exception):
+class FrrApplyError(MultinicError):
+    """vtysh or frr-reload.py rejected or did not converge on a candidate; message and output redacted."""
+
     def __init__(self, message, output=""):
         self.output = redact(output)
         super(FrrApplyError, self).__init__(redact(message))
@@ -163,19 +161,10 @@ def converge(run, target, text, check_mode=False, candidate_path=None, scratch_d
     """One idempotent step: validate ``text``, diff it against the running config, apply unless
     ``check_mode``. Returns {changed, deleted, added, diff, warnings, candidate}.
 
-    ``write_file(path, text)`` writes a 0600 file (default: local os calls); in check mode the
+    ``write_file(path, text)`` writes a 0600 file (default: ``writing.atomic_write``); in check mode the
     candidate goes to a scratch file that is removed afterwards, so nothing on the box changes.
     """
-    import os
-    import tempfile
-
-    def _write(path, data):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(data)
-        os.chmod(path, 0o600)
-
-    write_file = write_file or _write
+    write_file = write_file or (lambda path, data: atomic_write(path, data, mode=0o600))
     remove_file = remove_file or (lambda p: os.path.exists(p) and os.unlink(p))
     text = with_hostname(text, running_hostname(run, target))
     if check_mode or not candidate_path:

@@ -31,13 +31,6 @@ options:
     description: FRR config directory (frr-reload.py C(--confdir)); C(vtysh write) persists to C(<confdir>/frr.conf).
     type: path
     default: /etc/frr
-  vty_socket:
-    description: Directory of the daemons' vty sockets when not the default.
-    type: path
-  bindir:
-    description: Directory holding vtysh.
-    type: path
-    default: /usr/bin
   rundir:
     description: Scratch directory for frr-reload.py (its temporary files hold the applied lines).
     type: path
@@ -63,6 +56,8 @@ attributes:
     platforms: posix
 requirements:
   - FRR with vtysh and frr-reload.py (Debian/Ubuntu package frr-pythontools)
+extends_documentation_fragment:
+  - netscale.multinic.frr_target
 """
 
 EXAMPLES = r"""

@@ -20,17 +20,10 @@ description:
   - O(prefixes) reports the ECMP width of those prefixes; O(aggregates) lists BGP routes more
     specific than them (host routes leaking to a spine). Health gates use these numbers.
 options:
-  vty_socket:
-    description: Directory of the daemons' vty sockets when not the default.
-    type: path
   confdir:
     description: FRR config directory.
     type: path
     default: /etc/frr
-  bindir:
-    description: Directory holding vtysh.
-    type: path
-    default: /usr/bin
   families:
     description: Address families to read.
     type: list
@@ -66,6 +59,8 @@ attributes:
     support: full
     description: Runs on the FRR box (POSIX), where vtysh is.
     platforms: posix
+extends_documentation_fragment:
+  - netscale.multinic.frr_target
 """
 
 EXAMPLES = r"""

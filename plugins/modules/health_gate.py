@@ -74,10 +74,6 @@ options:
     type: list
     elements: str
     default: [vtysh]
-  runtime_dir:
-    description: VipInjector runtime directory.
-    type: path
-    default: /run/netscale-vipinjector
   ping:
     description: Ping probe for V(probe_loss).
     type: dict
@@ -157,6 +153,8 @@ attributes:
     platforms: posix
 notes:
   - Gate results (values, every measurement, verdict, reason, timings) are what the rollout report shows.
+extends_documentation_fragment:
+  - netscale.multinic.vipinjector_runtime
 """
 
 EXAMPLES = r"""

@@ -20,14 +20,6 @@ description:
   - A killed daemon leaves the lab unhealthy (netscale.multinic.lab_fabric then rebuilds it); a restarted one
     replaces the old PID in the state file.
 options:
-  topology:
-    description: Path of the lab's fabric topology file.
-    type: path
-    required: true
-  state_root:
-    description: Directory of the lab state files.
-    type: path
-    default: /run/netscale-multinic/lab
   node:
     description: Lab node (inventory name).
     type: str
@@ -45,15 +37,8 @@ attributes:
   check_mode:
     support: full
     description: Reports what would be done.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Runs on the machine that hosts the lab (connection local, root).
-notes:
-  - Runs on the lab machine as root (connection local).
+extends_documentation_fragment:
+  - netscale.multinic.lab_node
 """
 
 EXAMPLES = r"""

@@ -18,14 +18,6 @@ description:
     the host NIC; the link stays up, so only BGP hold timers or BFD notice it.
   - Every setting is idempotent; options left out are not touched.
 options:
-  topology:
-    description: Path of the lab's fabric topology file.
-    type: path
-    required: true
-  state_root:
-    description: Directory of the lab state files.
-    type: path
-    default: /run/netscale-multinic/lab
   host:
     description: GPU host (inventory name).
     type: str
@@ -72,15 +64,10 @@ attributes:
   check_mode:
     support: full
     description: Reports what would change.
-  diff_mode:
-    support: none
-    description: Nothing to diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Runs on the machine that hosts the lab (connection local, root).
 notes:
-  - Runs on the lab machine as root (connection local); the lab must be running (netscale.multinic.lab_fabric).
+  - The lab must be running (M(netscale.multinic.lab_fabric)).
+extends_documentation_fragment:
+  - netscale.multinic.lab_node
 """
 
 EXAMPLES = r"""

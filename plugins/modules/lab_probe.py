@@ -18,14 +18,6 @@ description:
     rx for C(down)) and Jain's fairness index over the NICs (1.0 = equal shares, 1/N = one NIC carries all).
   - It changes nothing on the lab (changed is always false); it does not run in check mode.
 options:
-  topology:
-    description: Path of the lab's fabric topology file.
-    type: path
-    required: true
-  state_root:
-    description: Directory of the lab state files.
-    type: path
-    default: /run/netscale-multinic/lab
   host:
     description: GPU host (inventory name).
     type: str
@@ -58,15 +50,8 @@ attributes:
   check_mode:
     support: none
     description: Skipped in check mode (it runs traffic).
-  diff_mode:
-    support: none
-    description: Nothing to diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Runs on the machine that hosts the lab (connection local, root).
-notes:
-  - Runs on the lab machine as root (connection local).
+extends_documentation_fragment:
+  - netscale.multinic.lab_node
 """
 
 EXAMPLES = r"""

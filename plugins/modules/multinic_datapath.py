@@ -49,18 +49,10 @@ options:
     description: Add missing per-NIC addresses from the plan.
     type: bool
     default: true
-  state_dir:
-    description: State file directory (previous sysctl values, what was created).
-    type: path
-    default: /var/lib/netscale-multinic
   sysctl_file:
     description: sysctl.d file holding the persisted global sysctls.
     type: path
     default: /etc/sysctl.d/90-netscale-multinic.conf
-  bpffs_root:
-    description: bpffs mount point (mounted when absent).
-    type: path
-    default: /sys/fs/bpf
 attributes:
   check_mode:
     support: full
@@ -68,10 +60,8 @@ attributes:
   diff_mode:
     support: full
     description: Lists the changes (addresses, routes, rules, sysctls, programs, map entries) it would make or made.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux hosts.
+extends_documentation_fragment:
+  - netscale.multinic.datapath_state
 """
 
 EXAMPLES = r"""

@@ -17,15 +17,6 @@ description:
 version_added: 0.1.0
 author:
   - netscale network engineering (@netscale)
-options:
-  state_dir:
-    description: Directory of the datapath state file.
-    type: path
-    default: /var/lib/netscale-multinic
-  bpffs_root:
-    description: Where bpffs is (or would be) mounted.
-    type: path
-    default: /sys/fs/bpf
 attributes:
   check_mode:
     support: full
@@ -33,10 +24,8 @@ attributes:
   diff_mode:
     support: none
     description: Nothing to diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux hosts.
+extends_documentation_fragment:
+  - netscale.multinic.datapath_state
 """
 
 EXAMPLES = r"""

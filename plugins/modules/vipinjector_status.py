@@ -20,10 +20,6 @@ options:
     type: list
     elements: int
     required: true
-  runtime_dir:
-    description: Runtime directory of the instances.
-    type: path
-    default: /run/netscale-vipinjector
 attributes:
   check_mode:
     support: full
@@ -35,6 +31,8 @@ attributes:
     support: full
     platforms: posix
     description: Linux hosts with systemd.
+extends_documentation_fragment:
+  - netscale.multinic.vipinjector_runtime
 """
 
 EXAMPLES = r"""

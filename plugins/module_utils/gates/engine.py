@@ -31,6 +31,8 @@ Verdict (Argo semantics, plus an optional early pass):
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import Callable, ClassVar
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.gates import expr
@@ -54,30 +56,32 @@ class MeasurementError(MultinicError):
     """A measurement produced no data (counts as an error, not as a failure)."""
 
 
-class GateSpec(object):
+@dataclass
+class GateSpec:
     """One gate. ``measure`` is a callable returning a dict of values; ``params`` are thresholds
     visible to the conditions next to the measured values (measured values win on a clash)."""
 
-    FIELDS = ("name", "success_condition", "failure_condition", "interval", "count", "failure_limit",
-              "inconclusive_limit", "error_limit", "success_threshold", "initial_delay", "params",
-              "description")
+    FIELDS: ClassVar[tuple] = (
+        "name", "success_condition", "failure_condition", "interval", "count", "failure_limit",
+        "inconclusive_limit", "error_limit", "success_threshold", "initial_delay", "params", "description")
 
-    def __init__(self, name, measure, success_condition, failure_condition=None, interval=1.0, count=1,
-                 failure_limit=0, inconclusive_limit=0, error_limit=4, success_threshold=None,
-                 initial_delay=0.0, params=None, description=""):
-        self.name = name
-        self.measure = measure
-        self.success_condition = success_condition
-        self.failure_condition = failure_condition or None
-        self.interval = interval
-        self.count = count
-        self.failure_limit = failure_limit
-        self.inconclusive_limit = inconclusive_limit
-        self.error_limit = error_limit
-        self.success_threshold = success_threshold
-        self.initial_delay = initial_delay
-        self.params = dict(params or {})
-        self.description = description
+    name: str
+    measure: Callable
+    success_condition: str
+    failure_condition: str | None = None
+    interval: float = 1.0
+    count: int = 1
+    failure_limit: int = 0
+    inconclusive_limit: int = 0
+    error_limit: int = 4
+    success_threshold: int | None = None
+    initial_delay: float = 0.0
+    params: dict | None = None
+    description: str = ""
+
+    def __post_init__(self):
+        self.failure_condition = self.failure_condition or None
+        self.params = dict(self.params or {})
         self.validate()
 
     def validate(self):

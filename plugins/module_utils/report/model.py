@@ -12,6 +12,7 @@ import os
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.report import svg
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 EVENTS = ("start", "preflight", "tor", "wave", "snapshot", "finish")
 JSON_NAME = "report.json"
@@ -215,17 +216,10 @@ def write(directory, report, tolerance=None):
     """Write report.json, report.md and (when probes ran) nic_shares.svg; returns the paths."""
     os.makedirs(directory, exist_ok=True)
     paths = {"json": os.path.join(directory, JSON_NAME), "markdown": os.path.join(directory, MD_NAME)}
-    _atomic(paths["json"], json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
-    _atomic(paths["markdown"], render_markdown(report) + "\n")
+    atomic_write(paths["json"], json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
+    atomic_write(paths["markdown"], render_markdown(report) + "\n")
     rows = share_rows(report)
     if rows:
         paths["svg"] = os.path.join(directory, SVG_NAME)
-        _atomic(paths["svg"], svg.shares_svg(rows, tolerance))
+        atomic_write(paths["svg"], svg.shares_svg(rows, tolerance))
     return paths
-
-
-def _atomic(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)

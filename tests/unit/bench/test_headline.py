@@ -6,19 +6,15 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
-import sys
 import threading
 import xml.dom.minidom
 
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench")
-sys.path.insert(0, os.path.abspath(BENCH))
-
-from headline import flows, report, stats, svg  # noqa: E402  pylint: disable=wrong-import-position
-from headline.labctl import BenchError, parse_net_dev, route_argv, single_nic_route  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.netscale.multinic.bench.headline import flows, report, stats, svg
+from ansible_collections.netscale.multinic.bench.headline.labctl import (
+    BenchError, parse_net_dev, route_argv, single_nic_route)
 
 
 def test_percentile_matches_linear_interpolation():

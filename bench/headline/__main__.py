@@ -6,7 +6,10 @@ before (NIC 0 only) and after the rollout, in one session on the fabric lab.
 
 Needs a running lab with the rollout applied (playbooks/bench.yml does both, then calls this):
 
-    .venv/bin/python bench/headline.py --topology inventories/lab/fabric.yml [--out reports/bench-<ts>]
+    .venv/bin/python bench/headline --topology inventories/lab/fabric.yml [--out reports/bench-<ts>]
+
+(``python bench/headline`` runs this ``__main__``; with the collection on the path,
+``python -m ansible_collections.netscale.multinic.bench.headline`` does the same.)
 
 Writes results.json, summary.md and SVG plots to the output directory; prints the figures. Run as
 root. Never asserts on time: the targets are reported as met / not met.
@@ -22,15 +25,18 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, ".build"))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+try:
+    import ansible_collections.netscale.multinic  # noqa: F401  pylint: disable=unused-import
+except ImportError:
+    # A checkout: the collection is importable through the .build link that scripts/setup.sh makes.
+    sys.path.insert(0, os.path.join(REPO, ".build"))
 
-from headline import report  # noqa: E402  pylint: disable=wrong-import-position
-from headline.labctl import BenchError, BenchLab  # noqa: E402  pylint: disable=wrong-import-position
-from headline.scenarios import Runner, Server  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.netscale.multinic.bench.headline import report  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.netscale.multinic.bench.headline.labctl import BenchError, BenchLab  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.netscale.multinic.bench.headline.scenarios import Runner, Server  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.ops import rate_bits  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write  # noqa: E402  pylint: disable=wrong-import-position
 
 MB = 10 ** 6
 
@@ -147,10 +153,8 @@ def main(argv=None):
     results.update(transfers=runner.transfers, reads=runner.reads, finished=time.time(), restore_errors=errors)
     results["machine"]["loadavg_end"] = loadavg()
     files, summary = report.build(results)
-    os.makedirs(out, exist_ok=True)
     for name, text in files.items():
-        with open(os.path.join(out, name), "w") as f:
-            f.write(text)
+        atomic_write(os.path.join(out, name), text)
     print(files["summary.md"])
     print("report: %s (%.0f s)" % (out, time.time() - started))
     print(json.dumps({"report": out, "targets": summary["targets"]}))
