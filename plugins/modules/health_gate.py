@@ -16,7 +16,8 @@ description:
     (neither holds) or V(error) (no data).
   - "Verdict: V(fail) once failures exceed O(failure_limit); V(inconclusive) once inconclusive measurements exceed
     O(inconclusive_limit) or consecutive errors exceed O(error_limit); V(pass) early after O(success_threshold)
-    consecutive successes, or after all measurements."
+    consecutive successes, or after all measurements when at least O(min_successful) of them succeeded; fewer is
+    V(inconclusive) (a gate never passes on missing evidence)."
   - Built-in gates (O(gate)) know their measurement and defaults; V(custom) takes any command printing a JSON object
     or already-measured O(data) plus a O(success_condition).
   - The module runs where the measurement is (a ToR or spine for FRR state, a GPU host for sidecar status and
@@ -130,6 +131,12 @@ options:
   success_threshold:
     description: Pass early after this many consecutive successes (0 = run all measurements).
     type: int
+  min_successful:
+    description:
+      - Successful measurements a pass needs. Default the O(success_threshold) streak, else every measurement
+        O(failure_limit) does not excuse (all of O(count) with the default failure limit 0). Measurements that
+        produced no data (errors) never count toward a pass; too few successes is V(inconclusive).
+    type: int
   initial_delay:
     description: Seconds to wait before the first measurement.
     type: float
@@ -215,6 +222,11 @@ counts:
   description: Measurements per phase.
   returned: always
   type: dict
+evidence:
+  description: What the verdict rests on - measurements taken, successful ones, successes a pass needs, errors.
+  returned: always
+  type: dict
+  sample: {measurements: 3, successful: 3, required_successes: 3, errors: 0}
 limits:
   description: count, interval and limits used.
   returned: always
@@ -260,6 +272,7 @@ def main():
             inconclusive_limit=dict(type="int"),
             error_limit=dict(type="int"),
             success_threshold=dict(type="int"),
+            min_successful=dict(type="int"),
             initial_delay=dict(type="float"),
             fail_on=dict(type="list", elements="str", choices=["fail", "inconclusive"],
                          default=["fail", "inconclusive"]),
@@ -298,7 +311,7 @@ def main():
     else:
         d = builtin.definition(gate)
         overrides = {}
-    for k in ("success_condition", "interval", "count", "failure_limit", "success_threshold"):
+    for k in ("success_condition", "interval", "count", "failure_limit", "success_threshold", "min_successful"):
         if p[k] is not None:
             overrides[k] = p[k]
     d.update(overrides)
@@ -309,6 +322,7 @@ def main():
         # Recorded input does not change between measurements: one measurement decides.
         d["count"] = 1
         d["success_threshold"] = None
+        d["min_successful"] = None
 
     def run(argv):
         return module.run_command(argv)
@@ -323,7 +337,7 @@ def main():
             interval=float(d["interval"]), count=int(d["count"]), failure_limit=int(d["failure_limit"]),
             inconclusive_limit=p["inconclusive_limit"] if p["inconclusive_limit"] is not None else 0,
             error_limit=p["error_limit"] if p["error_limit"] is not None else 4,
-            success_threshold=d.get("success_threshold"),
+            success_threshold=d.get("success_threshold"), min_successful=d.get("min_successful"),
             initial_delay=p["initial_delay"] or 0.0, params=d["params"], description=d["description"])
     except engine.GateDefinitionError as exc:
         module.fail_json(msg=str(exc))

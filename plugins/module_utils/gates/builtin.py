@@ -230,6 +230,9 @@ def values_nic_shares(probe, nic_count=None):
     ``max_deviation``: largest |share - 1/N| over NICs and directions."""
     if not isinstance(probe, dict):
         raise MeasurementError("probe result is %s, not a dict" % type(probe).__name__)
+    if not nic_count:
+        # Without the host's NIC count a probe that saw one NIC would judge itself balanced.
+        raise MeasurementError("nic_shares needs the host's NIC count (pass hosts with exactly one host)")
     per = {}
     worst = 0.0
     min_share = None
@@ -239,9 +242,12 @@ def values_nic_shares(probe, nic_count=None):
         d = probe.get(direction)
         if not isinstance(d, dict) or not d.get("nic_shares"):
             continue
-        shares = d["nic_shares"]
-        n = int(nic_count or len(shares))
+        shares = dict(d["nic_shares"])
+        n = int(nic_count)
         ideal = 1.0 / n
+        # A NIC the probe did not report carried nothing that was measured: share 0, never "balanced".
+        for k in range(max(0, n - len(shares))):
+            shares["(missing %d)" % (k + 1)] = 0.0
         total = sum((d.get("nic_bytes") or {}).values()) if d.get("nic_bytes") else None
         dev = {}
         for nic, s in sorted(shares.items()):

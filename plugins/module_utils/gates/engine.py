@@ -63,7 +63,8 @@ class GateSpec:
 
     FIELDS: ClassVar[tuple] = (
         "name", "success_condition", "failure_condition", "interval", "count", "failure_limit",
-        "inconclusive_limit", "error_limit", "success_threshold", "initial_delay", "params", "description")
+        "inconclusive_limit", "error_limit", "success_threshold", "min_successful", "initial_delay", "params",
+        "description")
 
     name: str
     measure: Callable
@@ -75,6 +76,7 @@ class GateSpec:
     inconclusive_limit: int = 0
     error_limit: int = 4
     success_threshold: int | None = None
+    min_successful: int | None = None
     initial_delay: float = 0.0
     params: dict | None = None
     description: str = ""
@@ -111,6 +113,20 @@ class GateSpec:
         if st is not None and (isinstance(st, bool) or not isinstance(st, int) or not 1 <= st <= self.count):
             raise GateDefinitionError("%s: success_threshold=%r must be null or an integer in 1..count (%d)"
                                       % (where, st, self.count))
+        ms = self.min_successful
+        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, int) or not 1 <= ms <= self.count):
+            raise GateDefinitionError("%s: min_successful=%r must be null or an integer in 1..count (%d); null = "
+                                      "every measurement failure_limit does not excuse" % (where, ms, self.count))
+
+    def required_successes(self):
+        """Successful measurements a pass needs: ``min_successful``, else the success streak of a
+        convergence wait, else every measurement the failure limit does not excuse (all of ``count``
+        with the default ``failure_limit`` 0). A pass never rests on errors or missing data."""
+        if self.min_successful is not None:
+            return self.min_successful
+        if self.success_threshold:
+            return self.success_threshold
+        return max(1, self.count - self.failure_limit)
 
     def as_dict(self):
         return dict((f, getattr(self, f)) for f in self.FIELDS)
@@ -137,6 +153,7 @@ def run_gate(spec, clock=time.time, sleep=time.sleep, on_measurement=None):
     if spec.initial_delay:
         sleep(spec.initial_delay)
     measurements = []
+    required = spec.required_successes()
     counts = {SUCCESSFUL: 0, FAILED: 0, M_INCONCLUSIVE: 0, ERROR: 0}
     consecutive_errors = 0
     streak = 0
@@ -178,7 +195,7 @@ def run_gate(spec, clock=time.time, sleep=time.sleep, on_measurement=None):
             verdict, reason = INCONCLUSIVE, "%d consecutive measurement errors > error_limit %d (last: %s)" % (
                 consecutive_errors, spec.error_limit, detail)
             break
-        if spec.success_threshold and streak >= spec.success_threshold:
+        if spec.success_threshold and streak >= spec.success_threshold and counts[SUCCESSFUL] >= required:
             verdict, reason = PASS, "%d consecutive successful measurement(s)" % streak
             break
     if verdict is None:
@@ -191,9 +208,16 @@ def run_gate(spec, clock=time.time, sleep=time.sleep, on_measurement=None):
                 spec.success_threshold, spec.count, counts[FAILED], counts[ERROR], counts[M_INCONCLUSIVE])
         elif counts[ERROR] == spec.count:
             verdict, reason = INCONCLUSIVE, "every measurement failed to produce data"
+        elif counts[SUCCESSFUL] < required:
+            # Failures stayed within the limit, but errors or inconclusive measurements left too
+            # little evidence: that is not a pass.
+            verdict, reason = INCONCLUSIVE, (
+                "only %d of %d measurement(s) successful, %d needed (%d errors, %d inconclusive, %d failed)" % (
+                    counts[SUCCESSFUL], len(measurements), required, counts[ERROR], counts[M_INCONCLUSIVE],
+                    counts[FAILED]))
         else:
-            verdict, reason = PASS, "%d measurement(s): %d successful, %d failed (limit %d)" % (
-                len(measurements), counts[SUCCESSFUL], counts[FAILED], spec.failure_limit)
+            verdict, reason = PASS, "%d measurement(s): %d successful (%d needed), %d failed (limit %d)" % (
+                len(measurements), counts[SUCCESSFUL], required, counts[FAILED], spec.failure_limit)
     return _result(spec, verdict, reason, last_values, measurements, counts, started, clock())
 
 
@@ -210,17 +234,23 @@ def _result(spec, verdict, reason, values, measurements, counts, started, ended)
         "failure_condition": spec.failure_condition,
         "measurements": measurements,
         "counts": dict(counts),
+        # what the verdict rests on: measurements taken, how many succeeded, how many a pass needs
+        "evidence": {"measurements": len(measurements), "successful": counts[SUCCESSFUL],
+                     "required_successes": spec.required_successes(), "errors": counts[ERROR]},
         "limits": {"count": spec.count, "interval": spec.interval, "failure_limit": spec.failure_limit,
                    "inconclusive_limit": spec.inconclusive_limit, "error_limit": spec.error_limit,
-                   "success_threshold": spec.success_threshold},
+                   "success_threshold": spec.success_threshold, "min_successful": spec.min_successful},
         "started": round(started, 3),
         "seconds": round(ended - started, 3),
     }
 
 
 def combine(results):
-    """Verdict of several gate results: fail beats inconclusive beats pass."""
+    """Verdict of several gate results: fail beats inconclusive beats pass; no result at all is
+    inconclusive (nothing was judged, so nothing passed)."""
     verdicts = [r["verdict"] for r in results]
+    if not verdicts:
+        return INCONCLUSIVE
     if FAIL in verdicts:
         return FAIL
     if INCONCLUSIVE in verdicts:

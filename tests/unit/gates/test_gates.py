@@ -134,10 +134,39 @@ def test_consecutive_errors_make_it_inconclusive():
     assert res["verdict"] == "inconclusive" and "consecutive" in res["reason"]
 
 
-def test_errors_then_success_passes():
+def test_errors_leave_too_little_evidence_for_a_pass():
     err = engine.MeasurementError("no data yet")
     spec = engine.GateSpec("g", seq(err, {"x": 1}, {"x": 1}), "x == 1", count=3, error_limit=2)
+    res = run(spec)[0]
+    assert res["verdict"] == "inconclusive"
+    assert res["evidence"] == {"measurements": 3, "successful": 2, "required_successes": 3, "errors": 1}
+
+
+def test_errors_then_success_passes_when_min_successful_allows():
+    err = engine.MeasurementError("no data yet")
+    spec = engine.GateSpec("g", seq(err, {"x": 1}, {"x": 1}), "x == 1", count=3, error_limit=2, min_successful=2)
     assert run(spec)[0]["verdict"] == "pass"
+
+
+def test_one_success_and_four_errors_is_not_a_pass():
+    err = engine.MeasurementError("device did not answer")
+    spec = engine.GateSpec("g", seq({"x": 1}, err, err, err, err), "x == 1", count=5, error_limit=4)
+    res = run(spec)[0]
+    assert res["verdict"] == "inconclusive" and "only 1 of 5" in res["reason"]
+
+
+def test_failure_limit_excuses_failures_not_errors():
+    err = engine.MeasurementError("no data")
+    ok, bad = {"x": 1}, {"x": 0}
+    excused = engine.GateSpec("g", seq(ok, bad, ok, ok), "x == 1", count=4, failure_limit=1)
+    assert run(excused)[0]["verdict"] == "pass"
+    short = engine.GateSpec("g", seq(ok, bad, err, ok), "x == 1", count=4, failure_limit=1)
+    assert run(short)[0]["verdict"] == "inconclusive"
+
+
+def test_min_successful_is_validated():
+    with pytest.raises(engine.GateDefinitionError, match="min_successful=7"):
+        engine.GateSpec("g", seq({"x": 1}), "x == 1", count=3, min_successful=7)
 
 
 def test_success_threshold_stops_early():
@@ -183,7 +212,7 @@ def test_bad_definitions_name_field_and_value(field, value, msg):
 def test_combine():
     assert engine.combine([{"verdict": "pass"}, {"verdict": "inconclusive"}]) == "inconclusive"
     assert engine.combine([{"verdict": "fail"}, {"verdict": "inconclusive"}]) == "fail"
-    assert engine.combine([]) == "pass"
+    assert engine.combine([]) == "inconclusive", "no gate judged: nothing passed"
 
 
 # --- built-in gates on recorded FRR output ------------------------------------------------------
@@ -257,6 +286,19 @@ def test_nic_shares(lab):
     one_way = dict(fx("probe_balanced.json"))
     del one_way["down"]
     assert _gate("nic_shares", one_way, hosts=h)["verdict"] == "fail"
+
+
+def test_nic_shares_missing_evidence_is_not_balance(lab):
+    h = [lab[0]["lab-r1-h2"]]
+    probe = json.loads(json.dumps(fx("probe_balanced.json")))
+    for direction in ("up", "down"):
+        only = sorted(probe[direction]["nic_shares"])[0]
+        probe[direction]["nic_shares"] = {only: 1.0}
+    v = builtin.values_nic_shares(probe, 4)
+    assert v["idle_nics"] == 6 and v["max_deviation"] == 0.75
+    assert _gate("nic_shares", probe, hosts=h)["verdict"] == "fail"
+    # no NIC count (no single host given): no data, never a pass
+    assert _gate("nic_shares", probe, hosts=[])["verdict"] == "inconclusive"
 
 
 def test_probe_loss():
