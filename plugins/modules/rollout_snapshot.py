@@ -14,6 +14,9 @@ description:
     counters, routes and rules (all tables), neighbours and proxy entries, tc qdiscs, BPF programs, workload
     namespaces, nstat counters, C(netscale*) units and their journal. FRR boxes (O(kind=frr)) - BGP summary and
     neighbors, routes, running config, link counters, kernel routes, nstat.
+  - V(state) with O(kind=frr) (ToRs, spines) returns the running config (keys redacted), addresses, kernel routes of
+    all tables, networking sysctls and the C(netscale) sysctl.d files, for comparing a ToR before a change and after
+    its restore.
   - V(state) (hosts) returns a normalised dump meant to be compared before and after a change - addresses,
     routes, rules, proxy entries, networking sysctls, tc filters and qdiscs per device, C(netscale*) units and unit
     files, workload namespaces with their addresses and routes. Counters, timers, lifetimes and BPF program ids
@@ -113,7 +116,10 @@ def main():
     res = {"changed": False, "node": p["node"] or "", "kind": p["kind"], "profile": p["profile"],
            "time": round(time.time(), 3)}
     if p["profile"] == "state":
-        res["state"] = snapshot.state_dump(run, p["workload_netns"])
+        if p["kind"] == "frr":
+            res["state"] = snapshot.frr_state_dump(run)
+        else:
+            res["state"] = snapshot.state_dump(run, p["workload_netns"])
     else:
         res["commands"] = snapshot.capture(run, p["kind"])
     module.exit_json(**res)

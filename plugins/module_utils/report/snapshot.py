@@ -9,12 +9,16 @@ rollback). Read-only commands only; ``run(argv) -> (rc, out, err)`` is the calle
 - ``state`` (host): a normalised dump meant to be compared: addresses, routes, rules, net sysctls,
   tc filters per device, netkit/veth links, workload namespaces (their addresses and routes),
   netscale units. Counters, timers, ids and lifetimes are dropped.
+- ``state`` (FRR box, a ToR or spine): running config (redacted), addresses, kernel routes of all
+  tables, net sysctls and the netscale sysctl.d files: what a ToR restore must bring back.
 """
 
 from __future__ import annotations
 
 import json
 import re
+
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact
 
 HOST_TRIAGE = [
     ("addresses", ["ip", "-j", "address", "show"]),
@@ -66,7 +70,8 @@ def capture(run, kind, prefix=()):
             rc, so, se = run(full)
         except OSError as exc:
             rc, so, se = 127, "", str(exc)
-        out[name] = {"argv": full, "rc": rc, "stdout": _maybe_json(so), "stderr": (se or "")[-2000:]}
+        # A ToR's running config (and any tool output) can carry MD5 keys: redacted before it leaves.
+        out[name] = {"argv": full, "rc": rc, "stdout": redact(_maybe_json(so)), "stderr": redact((se or "")[-2000:])}
     return out
 
 
@@ -200,3 +205,24 @@ def diff_dumps(before, after, path=""):
         out.append("%s: %s -> %s" % (path, json.dumps(before, sort_keys=True)[:200],
                                      json.dumps(after, sort_keys=True)[:200]))
     return out
+
+
+_RUNNING_HEADER = re.compile(r"^(Building configuration\.\.\.|Current configuration:|!$)")
+
+
+def frr_state_dump(run):
+    """Normalised, comparable state of an FRR box (see module docstring). Keys are redacted."""
+    rc, out, err = run(["vtysh", "-c", "show running-config"])
+    config = [line.rstrip() for line in (out or "").splitlines()
+              if line.strip() and not _RUNNING_HEADER.match(line.strip())] if rc == 0 else {"rc": rc, "error": err}
+    dump = {
+        "running_config": redact(config),
+        "addresses": norm_addresses(_jl(run, ["ip", "-j", "address", "show"])),
+        "routes_v4": norm_routes(_jl(run, ["ip", "-j", "-4", "route", "show", "table", "all"])),
+        "routes_v6": norm_routes(_jl(run, ["ip", "-j", "-6", "route", "show", "table", "all"])),
+    }
+    rc, out, err = run(["sysctl", "-a"])
+    dump["sysctls"] = norm_sysctls(out)
+    rc, out, err = run(["sh", "-c", 'for f in /etc/sysctl.d/*netscale*; do [ -f "$f" ] && echo "== $f" && cat "$f"; done; true'])
+    dump["sysctl_d"] = (out or "").splitlines()
+    return dump
