@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """Test-only entry point: run the datapath core in the current (host) network namespace.
 
-usage: nsenter --net=/run/netns/<host> python core_cli.py REQUEST.json
+usage: nsenter --net=/run/netns/<host> python labkit/dp_core_cli.py REQUEST.json
 REQUEST: {"host": host_data, "netns_names": {slot: name}, "ebpf": bool, "options": {...},
           "action": "apply"|"check"|"remove"|"remove-check"}
 Prints {"changes": [...], "log": [...]} or {"error": "..."} (exit 2).
@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../.build"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".build"))
 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as S  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError  # noqa: E402
