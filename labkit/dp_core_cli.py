@@ -21,7 +21,7 @@ def main():
         req = json.load(f)
     try:
         names = dict((int(k), v) for k, v in (req.get("netns_names") or {}).items())
-        sp = S.build_spec(req["host"], netns_names=names, ebpf=req.get("ebpf", True))
+        sp = datapath_spec.build_spec(req["host"], netns_names=names, ebpf=req.get("ebpf", True))
         dp = core.Datapath(sp, core.Options(**req.get("options", {})))
         act = req.get("action", "apply")
         if act in ("apply", "check"):
