@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".build"))
 
-from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as S  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as datapath_spec  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError  # noqa: E402
 
 

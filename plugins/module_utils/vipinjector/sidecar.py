@@ -24,6 +24,7 @@ import ipaddress
 import json
 import os
 import queue
+import re
 import shlex
 import signal
 import socket
@@ -33,7 +34,7 @@ import threading
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.guard import (
-    STATUS_VERSION, Allocation, GuardError, HelperCore, prometheus_text, scan_exabgp_config)
+    Allocation, GuardError, HelperCore, prometheus_text, scan_exabgp_config)
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 
