@@ -20,6 +20,7 @@ import subprocess
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 PIN_SUBDIR = "netscale-multinic"
 TC_PREF = 1100
@@ -70,8 +71,7 @@ def build_object(src, dest, clang="clang", include="/usr/include/x86_64-linux-gn
         raise BpfError("clang failed for %s: %s. Fix: install clang, llvm and libbpf-dev on the "
                        "controller (scripts/setup.sh)." % (src, p.stderr.strip()))
     os.rename(tmp, dest)
-    with open(stamp, "w") as f:
-        f.write(want + "\n")
+    atomic_write(stamp, want + "\n", mode=0o644)
     return True, want
 
 
