@@ -28,7 +28,7 @@ def main():
             changes = dp.apply(check_mode=(act == "check"))
         else:
             changes = dp.remove(check_mode=(act == "remove-check"))
-        print(json.dumps({"changes": changes, "log": dp.r.log}))
+        print(json.dumps({"changes": changes, "log": dp.runner.log}))
     except MultinicError as e:
         print(json.dumps({"error": str(e)}))
         sys.exit(2)
