@@ -261,4 +261,3 @@ def main(argv=None):
                 if now[1]:
                     announce(load(args.runtime), dev)
     return 1
-
