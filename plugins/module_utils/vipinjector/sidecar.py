@@ -450,6 +450,3 @@ def main(argv=None):
             return 1
     return Helper(cfg).run()
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
