@@ -449,4 +449,3 @@ def main(argv=None):
             sys.stderr.write("vipinjector guard: %s\n" % exc)
             return 1
     return Helper(cfg).run()
-
