@@ -26,8 +26,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tests/e2e/datapath"))
-import dp_harness as H  # noqa: E402
+# the repository root, for labkit (the lab harness shared with tests/e2e)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from labkit import dp_harness as H  # noqa: E402
 
 
 def one_nic(data):

@@ -33,9 +33,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "e2e", "vipinjector"))
+# the repository root, for labkit (the lab harness shared with tests/e2e)
+sys.path.insert(0, os.path.dirname(HERE))
 
-from mnv_harness import Harness, sh  # noqa: E402
+from labkit.mnv_harness import Harness, sh  # noqa: E402
 
 # Poller run inside the ToR namespace: prints the time (monotonic) at which the route's width
 # reaches the target. netlink dump every ~1 ms.

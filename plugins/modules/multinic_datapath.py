@@ -90,7 +90,7 @@ mode:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as S
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as datapath_spec
 
 
 def main():
@@ -113,13 +113,13 @@ def main():
                         manage_nic_addresses=p["manage_nic_addresses"])
     try:
         if p["state"] == "absent":
-            sp = S.build_spec(p["host"], ebpf=p["ebpf"]) if p["host"] else None
+            sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"]) if p["host"] else None
             dp = core.Datapath(sp, opts)
             if dp.state is None and sp is None:
                 module.exit_json(changed=False, changes=[], mode="absent")
             changes = dp.remove(check_mode=module.check_mode)
         else:
-            sp = S.build_spec(p["host"], ebpf=p["ebpf"])
+            sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"])
             dp = core.Datapath(sp, opts)
             changes = dp.apply(check_mode=module.check_mode)
     except MultinicError as e:

@@ -129,14 +129,15 @@ validation:
 """
 
 import os
+import re
 import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.render import (
     RenderError, exabgp_validate, render_instance)
-from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.runtime import GuardError
+from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.guard import GuardError
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
 MODES = {"exabgp.conf": 0o600, "exabgp.env": 0o644, "helper.json": 0o644}
 
@@ -149,20 +150,19 @@ def _read(path):
         return None
 
 
-def _write(path, text, mode):
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".vipinjector-", dir=d)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        if os.geteuid() == 0:
-            os.chown(tmp, 0, 0)
-        os.replace(tmp, path)
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+# The key as the rendered exabgp.conf carries it (render.render_exabgp_conf quotes it).
+_MD5_LINE_RE = re.compile(r'^\s*md5-password "([^"]*)";', re.MULTILINE)
+
+
+def _installed_key(conf_text):
+    """The MD5 key of the installed configuration: on a rotation the diff must hide the old key too."""
+    match = _MD5_LINE_RE.search(conf_text or "")
+    return match.group(1) if match else None
+
+
+def _owner():
+    """Root-owned files when running as root (the unit copies the config as root); as is otherwise."""
+    return (0, 0) if os.geteuid() == 0 else None
 
 
 def main():
@@ -209,6 +209,7 @@ def main():
     result["prefixes"] = m["prefixes"]
     diffs = []
     changed_files = {}
+    secrets = [k for k in (key, _installed_key(_read(os.path.join(cdir, "exabgp.conf")))) if k]
     for name, text in sorted(r["files"].items()):
         path = os.path.join(cdir, name)
         old = _read(path)
@@ -218,9 +219,8 @@ def main():
             mode_ok = (st.st_mode & 0o7777) == MODES[name] and (os.geteuid() != 0 or st.st_uid == 0)
         changed_files[path] = old != text or not mode_ok
         if old != text:
-            red = (lambda s: s.replace(key, "<redacted>")) if key else (lambda s: s)
             diffs.append({"before_header": path, "after_header": path,
-                          "before": red(old or ""), "after": red(text)})
+                          "before": redact(old or "", secrets), "after": redact(text, secrets)})
     result["files"] = changed_files
     if p["validate"]:
         exe = p["exabgp"] or paths["exabgp"]
@@ -231,9 +231,7 @@ def main():
             ok, out = exabgp_validate(r["files"]["exabgp.conf"], exe)
         except Exception as exc:  # noqa: BLE001 - report any failure to run the validator
             module.fail_json(msg="exabgp validate could not run: %s" % exc, **result)
-        if key:
-            out = out.replace(key, "<redacted>")
-        result["validation"] = out
+        result["validation"] = redact(out, secrets)
         if not ok:
             module.fail_json(msg="exabgp validate refused the rendered configuration for slot %d; "
                                  "nothing was installed" % m["slot"], **result)
@@ -248,7 +246,7 @@ def main():
             for name in ("helper.json", "exabgp.env", "exabgp.conf"):
                 path = os.path.join(cdir, name)
                 if changed_files[path]:
-                    _write(path, r["files"][name], MODES[name])
+                    atomic_write(path, r["files"][name], mode=MODES[name], owner=_owner(), makedirs=False)
     module.exit_json(**result)
 
 

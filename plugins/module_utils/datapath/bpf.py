@@ -18,8 +18,9 @@ import shutil
 import struct
 import subprocess
 
-from ..errors import MultinicError
-from . import localmap as LM
+from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 PIN_SUBDIR = "netscale-multinic"
 TC_PREF = 1100
@@ -70,8 +71,7 @@ def build_object(src, dest, clang="clang", include="/usr/include/x86_64-linux-gn
         raise BpfError("clang failed for %s: %s. Fix: install clang, llvm and libbpf-dev on the "
                        "controller (scripts/setup.sh)." % (src, p.stderr.strip()))
     os.rename(tmp, dest)
-    with open(stamp, "w") as f:
-        f.write(want + "\n")
+    atomic_write(stamp, want + "\n", mode=0o644)
     return True, want
 
 
@@ -112,7 +112,7 @@ def desired_maps(spec, host_links, ns_links, local=None):
         nics[struct.pack("<I", n["index"])] = struct.pack("<II4s16s", link["ifindex"], flags, gw4, gw6)
     for i in range(MAX_NICS):
         nics.setdefault(struct.pack("<I", i), b"\0" * 28)
-    cfg = {struct.pack("<I", 0): LM.cfg_value(len(spec["nics"]), bool(local and local[1]))}
+    cfg = {struct.pack("<I", 0): localmap.cfg_value(len(spec["nics"]), bool(local and local[1]))}
     veth = {}
     ingress = {}
     nic_by_index = dict((n["index"], n) for n in spec["nics"])
@@ -138,7 +138,7 @@ def order_ops(ops, desired):
     mn_local4/6 is set only after they are filled, and cleared before they are emptied."""
     cfg = [o for o in ops if o[0] == "mn_cfg"]
     rest = [o for o in ops if o[0] != "mn_cfg"]
-    use_map = struct.unpack("<II", desired["mn_cfg"][struct.pack("<I", 0)])[1] & LM.CFG_USE_LOCAL_MAP
+    use_map = struct.unpack("<II", desired["mn_cfg"][struct.pack("<I", 0)])[1] & localmap.CFG_USE_LOCAL_MAP
     return rest + cfg if use_map else cfg + rest
 
 

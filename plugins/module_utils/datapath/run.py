@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 
-from ..errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 
 NETNS_DIR = "/run/netns"
 

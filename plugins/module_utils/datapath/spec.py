@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from ..errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 
 # Link-local gateways seen by every workload on every veth (lab notes: the simpler variant).
 GW6 = "fe80::1"

@@ -18,11 +18,9 @@ import os
 import subprocess
 import tempfile
 
-try:
-    from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.runtime import (
-        Allocation, GuardError, scan_exabgp_config)
-except ImportError:  # pragma: no cover - running from a plain checkout
-    from .runtime import Allocation, GuardError, scan_exabgp_config  # type: ignore
+from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.guard import (
+    Allocation, GuardError, scan_exabgp_config)
 
 DEFAULTS = {
     "install_dir": "/opt/netscale-vipinjector",
@@ -47,7 +45,7 @@ _PATH_TYPES = ("none", "route", "command", "tcp")
 _LOG_LEVELS = ("CRITICAL", "ERROR", "WARNING", "NOTICE", "INFO")  # never DEBUG: it logs the MD5 key
 
 
-class RenderError(ValueError):
+class RenderError(MultinicError, ValueError):
     """Bad input: names the field, the value and the fix."""
 
 

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from dp_harness import Fabric
+from labkit.dp_harness import Fabric
 
 
 def pytest_collection_modifyitems(config, items):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-import dp_harness as H
+from labkit import dp_harness as H
 
 
 def snapshot(fab, host):

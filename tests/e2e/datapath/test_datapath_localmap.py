@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-import dp_harness as H
+from labkit import dp_harness as H
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap as LM
 
 HOST = "lab-r1-h2"

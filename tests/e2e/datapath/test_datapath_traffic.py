@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-import dp_harness as H
+from labkit import dp_harness as H
 
 MODES = ["ebpf", "kernel"]
 FLOWS = 32

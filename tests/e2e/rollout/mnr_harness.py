@@ -5,7 +5,7 @@
 with the tor_policy-rendered config, real ExaBGP per slot with the real helper), with every kernel
 object, temp dir and process named with ``mnr`` instead of ``mnv``.
 
-Only construction and naming differ from ``tests/e2e/vipinjector/mnv_harness.py``; start/stop and
+Only construction and naming differ from ``labkit/mnv_harness.py``; start/stop and
 cleanup (``close()``: processes by recorded PID, namespaces, temp dir) are inherited.
 """
 
@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import os
 import pwd
-import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "vipinjector"))
-
-from mnv_harness import Harness, lab_host, sh  # noqa: E402  pylint: disable=wrong-import-position
+from labkit.mnv_harness import Harness, lab_host, sh
 
 
 class MnrHarness(Harness):

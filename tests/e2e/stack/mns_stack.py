@@ -6,13 +6,14 @@ counters, and dump a host's state for before/after comparisons.
 
 Every process started here is recorded and killed by PID; the lab is torn down by playbooks/lab.yml.
 """
-import importlib.util
 import json
 import os
 import subprocess
 import time
 
 import yaml
+
+from labkit import dp_harness as DH
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -23,16 +24,7 @@ WORK = "/tmp/mns-stack"
 STO6, STO4 = "fd00:5::10", "198.19.5.10"
 
 
-def _load_datapath_harness():
-    """Measurement helpers of tests/e2e/datapath/dp_harness.py (max_stall, stalls, shares)."""
-    spec = importlib.util.spec_from_file_location("mns_datapath_harness",
-                                                  os.path.join(REPO, "tests", "e2e", "datapath", "dp_harness.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-DH = _load_datapath_harness()
+# Measurement helpers of the datapath harness (max_stall, stalls, shares).
 max_stall, stalls, shares, by_end = DH.max_stall, DH.stalls, DH.shares, DH.by_end
 
 

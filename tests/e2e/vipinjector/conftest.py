@@ -1,8 +1,4 @@
 # -*- coding: utf-8 -*-
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 
 def pytest_configure(config):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from mnv_harness import Harness, lab_host, sh
+from labkit.mnv_harness import Harness, lab_host, sh
 
 pytestmark = pytest.mark.e2e
 

@@ -1,17 +1,10 @@
 # -*- coding: utf-8 -*-
-"""Unit tests of the lab tests' stall measurement (tests/e2e/datapath/dp_harness.py): stalls are
+"""Unit tests of the lab tests' stall measurement (labkit/dp_harness.py): stalls are
 taken per stream at the receiving end of an iperf3 run, and a run without the receiver's report
 fails instead of passing with nothing measured."""
-import importlib.util
-import os
-
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = importlib.util.spec_from_file_location(
-    "dp_harness_for_unit", os.path.join(HERE, "..", "..", "e2e", "datapath", "dp_harness.py"))
-H = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(H)
+from labkit import dp_harness as H
 
 
 def report(per_stream):

@@ -2,7 +2,7 @@
 import http.server
 import threading
 
-from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.runtime import probe_health
+from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.sidecar import probe_health
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

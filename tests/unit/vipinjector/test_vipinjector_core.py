@@ -10,7 +10,7 @@ import yaml
 from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
 from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render
-from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import runtime as rt
+from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import guard as rt
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 

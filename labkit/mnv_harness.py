@@ -6,7 +6,7 @@ per task slot, joined by one veth pair per NIC (the host in between is left out:
 sessions and the ToR's ECMP group are what the sidecar is about). Addresses come from the lab
 plan (``inventories/lab/fabric.yml``, fd00::/8 and 198.18.0.0/15 only). ExaBGP runs with the
 rendered configuration as user ``nobody`` with no capabilities (like the systemd unit), and the
-helper from ``plugins/module_utils/vipinjector/runtime.py``.
+helper the role ships (``roles/vipinjector/files/vipinjector-helper``, see ``labkit.host_programs``).
 
 Everything created carries the ``mnv`` prefix and is removed by ``Harness.close()`` (processes
 by recorded PID, namespaces, temp dir), also when a test fails.
@@ -20,21 +20,22 @@ import pwd
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
 import yaml
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-sys.path.insert(0, os.path.join(REPO, ".build"))
+from labkit import REPO, ensure_collection_importable
+
+ensure_collection_importable()
 
 from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render  # noqa: E402
 
 VENV = os.path.join(REPO, ".venv")
-HELPER_SRC = os.path.join(REPO, "plugins", "module_utils", "vipinjector", "runtime.py")
+# what the vipinjector role installs (built by labkit/host_programs.py)
+HELPER_SRC = os.path.join(REPO, "roles", "vipinjector", "files", "vipinjector-helper")
 FRR = "/usr/lib/frr"
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """Test-only entry point: run the datapath core in the current (host) network namespace.
 
-usage: nsenter --net=/run/netns/<host> python core_cli.py REQUEST.json
+usage: nsenter --net=/run/netns/<host> python labkit/dp_core_cli.py REQUEST.json
 REQUEST: {"host": host_data, "netns_names": {slot: name}, "ebpf": bool, "options": {...},
           "action": "apply"|"check"|"remove"|"remove-check"}
 Prints {"changes": [...], "log": [...]} or {"error": "..."} (exit 2).
@@ -10,9 +10,9 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../.build"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".build"))
 
-from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as S  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as datapath_spec  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError  # noqa: E402
 
 
@@ -21,14 +21,14 @@ def main():
         req = json.load(f)
     try:
         names = dict((int(k), v) for k, v in (req.get("netns_names") or {}).items())
-        sp = S.build_spec(req["host"], netns_names=names, ebpf=req.get("ebpf", True))
+        sp = datapath_spec.build_spec(req["host"], netns_names=names, ebpf=req.get("ebpf", True))
         dp = core.Datapath(sp, core.Options(**req.get("options", {})))
         act = req.get("action", "apply")
         if act in ("apply", "check"):
             changes = dp.apply(check_mode=(act == "check"))
         else:
             changes = dp.remove(check_mode=(act == "remove-check"))
-        print(json.dumps({"changes": changes, "log": dp.r.log}))
+        print(json.dumps({"changes": changes, "log": dp.runner.log}))
     except MultinicError as e:
         print(json.dumps({"error": str(e)}))
         sys.exit(2)

@@ -6,21 +6,21 @@ Layout (all in network namespaces created here, removed in close()):
 The ToR has static ECMP routes for every task IP over the container NIC addresses (what BGP would
 install), resolved through the host's proxy ND/ARP; hash policy 1 (L4). Addresses come from the
 lab plan (fd00::/8, 198.18.0.0/15). The datapath core runs inside the host namespace through
-core_cli.py; bpffs, state dir and sysctl file are per-host under /tmp/mnd-<rid>/.
+dp_core_cli.py; bpffs, state dir and sysctl file are per-host under /tmp/mnd-<rid>/.
 """
 import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 
 import yaml
 
+from labkit import REPO as ROOT, ensure_collection_importable
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "../../.."))
-sys.path.insert(0, os.path.join(ROOT, ".build"))
+ensure_collection_importable()
 
 from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
@@ -79,11 +79,11 @@ class Host(object):
         path = os.path.join(self.dir, "req.json")
         with open(path, "w") as f:
             json.dump(req, f)
-        p = sh(["nsenter", "--net=/run/netns/" + self.ns, PY, os.path.join(HERE, "core_cli.py"), path], check=False)
+        p = sh(["nsenter", "--net=/run/netns/" + self.ns, PY, os.path.join(HERE, "dp_core_cli.py"), path], check=False)
         try:
             out = json.loads(p.stdout)
         except ValueError:
-            raise RuntimeError("core_cli failed: %s %s" % (p.stdout, p.stderr))
+            raise RuntimeError("dp_core_cli failed: %s %s" % (p.stdout, p.stderr))
         if check and "error" in out:
             raise RuntimeError(out["error"])
         return out

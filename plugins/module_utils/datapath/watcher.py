@@ -1,0 +1,263 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""netscale.multinic NIC watcher (installed by the host_datapath role, run by systemd).
+
+Shipped to hosts as ``/usr/lib/netscale-multinic/netscale-multinic-watcher.py``, one file bundled
+from this module and :mod:`.localmap` (``labkit.host_programs``; the hosts have no Ansible).
+
+A NIC flap removes state the datapath needs: admin-down deletes the NIC's proxy ND/ARP entries and
+its per-NIC table routes; a veth going down loses its link-local gateway address. This watcher
+follows link events (`ip -o monitor link`, netlink, no extra Python packages) and, whenever a
+watched device comes (back) up, re-applies that device's idempotent commands from the runtime
+file the role writes (/var/lib/netscale-multinic/runtime.json). SIGHUP re-applies everything.
+Failover itself needs no agent: the tc program (or the kernel's linkdown handling) does it.
+
+eBPF mode: a second thread follows `ip -o monitor address route rule` and keeps the program's
+host-local maps (mn_local4/6, see :mod:`.localmap`) equal
+to the host's local and main tables, so an address or route added by other software after the
+load is host-local for the workloads too (events are coalesced: the sync runs once the burst has
+been quiet for 5 ms, at most 50 ms after its first event; plus a full check every 30 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
+
+LINE = re.compile(r"^(?:Deleted )?\d+: ([^:@ ]+)(?:@\S+)?: <([^>]*)>")
+
+
+def log(msg):
+    sys.stdout.write("%s %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stdout.flush()
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (IOError, OSError, ValueError) as e:
+        log("cannot read %s: %s" % (path, e))
+        return {"devices": {}}
+
+
+def reapply_batches(runtime, devs=None):
+    """Split the runtime file's per-device commands into sysctl writes and ``ip -batch`` input.
+
+    Returns ``(sysctls, batches)``: ``[(key, value)]`` and ``{family flag or "": [batch line]}``,
+    only for ``devs`` when given (a device that came back up), else for every device (SIGHUP).
+    """
+    sysctls = []
+    batches = {}
+    for dev, cmds in sorted(runtime.get("devices", {}).items()):
+        if devs is not None and dev not in devs:
+            continue
+        for cmd in cmds:
+            if cmd[0] == "sysctl":
+                sysctls.append((cmd[1], cmd[2]))
+            elif cmd[0] in ("-4", "-6"):
+                batches.setdefault(cmd[0], []).append(" ".join(cmd[1:]))
+            else:
+                batches.setdefault("", []).append(" ".join(cmd))
+    return sysctls, batches
+
+
+def reapply(path, devs=None):
+    sysctls, batches = reapply_batches(load(path), devs)
+    for key, value in sysctls:
+        try:
+            with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
+                f.write(value)
+        except (IOError, OSError) as e:
+            log("sysctl %s: %s" % (key, e))
+    for fam, lines in sorted(batches.items()):
+        argv = ["ip"] + ([fam] if fam else []) + ["-force", "-batch", "-"]
+        p = subprocess.run(argv, input="\n".join(lines) + "\n", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, check=False)
+        log("re-applied %d %s commands for %s (rc=%d)%s" % (
+            len(lines), fam or "ip", ",".join(devs or ["all"]), p.returncode,
+            (": " + p.stderr.strip()[:300]) if p.returncode else ""))
+
+
+def announce(rt, dev):
+    """Unsolicited NA / gratuitous ARP for the addresses proxied on dev, so a neighbour that the
+    ToR marked INCOMPLETE/FAILED while the NIC was away is refreshed at once (NS retries wait 1 s)."""
+    addrs = [c[3] for c in rt.get("devices", {}).get(dev, []) if c[:3] == ["neigh", "replace", "proxy"]]
+    if not addrs:
+        return
+    try:
+        link = json.loads(subprocess.run(["ip", "-j", "link", "show", "dev", dev], stdout=subprocess.PIPE,
+                                         universal_newlines=True, check=False).stdout)[0]
+        mac = bytes(int(x, 16) for x in link["address"].split(":"))
+        ifindex = socket.if_nametoindex(dev)
+    except (IOError, OSError, ValueError, IndexError, KeyError) as e:
+        log("announce %s: %s" % (dev, e))
+        return
+    sent = 0
+    for a in addrs:
+        try:
+            if ":" in a:
+                s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, ifindex)
+                na = struct.pack("!BBHI16s", 136, 0, 0, 0x20000000, socket.inet_pton(socket.AF_INET6, a))
+                na += struct.pack("!BB6s", 2, 1, mac)  # target link-layer address option
+                s.sendto(na, ("ff02::1", 0, 0, ifindex))
+            else:
+                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+                s.bind((dev, 0x0806))
+                ip = socket.inet_aton(a)
+                arp = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, mac, ip, b"\0" * 6, ip)
+                s.send(b"\xff" * 6 + mac + struct.pack("!H", 0x0806) + arp)
+            s.close()
+            sent += 1
+        except (IOError, OSError) as e:
+            log("announce %s on %s: %s" % (a, dev, e))
+    log("announced %d addresses on %s" % (sent, dev))
+
+
+def ip_json(args):
+    p = subprocess.run(["ip", "-j"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, check=False)
+    if p.returncode != 0 or not p.stdout.strip():
+        return []
+    return json.loads(p.stdout)
+
+
+def map_dump(pin):
+    p = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", pin], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    if p.returncode != 0:
+        raise OSError("bpftool map dump %s: %s" % (pin, p.stderr.strip()))
+    out = {}
+    for e in json.loads(p.stdout or "[]"):
+        if "value" in e:
+            out[bytes(int(x, 16) for x in e["key"])] = bytes(int(x, 16) for x in e["value"])
+    return out
+
+
+def _hex(b):
+    return " ".join("%02x" % x for x in b)
+
+
+def sync_local(path):
+    """Make every pinned version's mn_local4/6 and its CFG_USE_LOCAL_MAP flag match the host."""
+    b = load(path).get("bpf")
+    if not b or not os.path.isdir(b.get("base", "")):
+        return None
+    maps_dirs = [os.path.join(b["base"], d, "maps") for d in sorted(os.listdir(b["base"])) if d.startswith("v-")]
+    maps_dirs = [d for d in maps_dirs if os.path.exists(os.path.join(d, localmap.MAPS[0]))]
+    if not maps_dirs:
+        return None
+    want, use_map, reason = localmap.compute(ip_json, b["nics"], b["veths"])
+    n = 0
+    for d in maps_dirs:
+        lines = []
+        cfg_pin = os.path.join(d, "mn_cfg")
+        zero = struct.pack("<I", 0)
+        have_cfg = map_dump(cfg_pin).get(zero, struct.pack("<II", 0, 0))
+        new_cfg = localmap.cfg_value(struct.unpack("<II", have_cfg)[0], use_map)
+        cfg_line = "map update pinned %s key hex %s value hex %s" % (cfg_pin, _hex(zero), _hex(new_cfg))
+        if new_cfg != have_cfg and not use_map:
+            lines.append(cfg_line)   # stop trusting the maps before changing them
+        for name in localmap.MAPS:
+            pin = os.path.join(d, name)
+            for op, k, v in localmap.map_ops(map_dump(pin), want[name]):
+                if op == "update":
+                    lines.append("map update pinned %s key hex %s value hex %s" % (pin, _hex(k), _hex(v)))
+                else:
+                    lines.append("map delete pinned %s key hex %s" % (pin, _hex(k)))
+        if new_cfg != have_cfg and use_map:
+            lines.append(cfg_line)   # trust them once they are complete
+        if lines:
+            p = subprocess.run(["bpftool", "batch", "file", "/dev/stdin"], input="\n".join(lines) + "\n",
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                               check=False)
+            log("host-local maps %s: %d updates (use_map=%s: %s) rc=%d%s" % (
+                d, len(lines), use_map, reason, p.returncode, (": " + p.stderr.strip()[:300]) if p.returncode else ""))
+            n += len(lines)
+    return n
+
+
+class LocalSync(threading.Thread):
+    """Follows address/route/rule events and re-syncs the host-local maps (coalesced)."""
+    QUIET = 0.005
+    MAX_DELAY = 0.05
+    PERIOD = 30.0
+
+    def __init__(self, path):
+        threading.Thread.__init__(self, name="local-sync", daemon=True)
+        self.path = path
+        self.event = threading.Event()
+        self.last = 0.0
+        self.mon = subprocess.Popen(["ip", "-o", "monitor", "address", "route", "rule"], stdout=subprocess.PIPE,
+                                    universal_newlines=True, bufsize=1)
+        threading.Thread(target=self._read, name="local-events", daemon=True).start()
+
+    def _read(self):
+        for dummy in self.mon.stdout:
+            self.last = time.monotonic()
+            self.event.set()
+        log("address/route monitor ended")
+
+    def run(self):
+        while True:
+            self.event.wait(self.PERIOD)
+            if self.event.is_set():
+                first = time.monotonic()
+                while time.monotonic() - self.last < self.QUIET and time.monotonic() - first < self.MAX_DELAY:
+                    time.sleep(self.QUIET / 2)
+                self.event.clear()
+            try:
+                sync_local(self.path)
+            except (IOError, OSError, ValueError, KeyError) as e:
+                log("host-local map sync: %s" % e)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    ap.add_argument("--runtime", default="/var/lib/netscale-multinic/runtime.json")
+    args = ap.parse_args(argv)
+    hup = []
+    local = LocalSync(args.runtime)
+    signal.signal(signal.SIGHUP, lambda *a: (hup.append(1), local.event.set()))
+    mon = subprocess.Popen(["ip", "-o", "monitor", "link"], stdout=subprocess.PIPE, universal_newlines=True,
+                           bufsize=1)
+    reapply(args.runtime)
+    local.start()
+    local.event.set()
+    state = {}
+    log("watching links (runtime %s, pid %d)" % (args.runtime, os.getpid()))
+    for line in mon.stdout:
+        if hup:
+            del hup[:]
+            reapply(args.runtime)
+        m = LINE.match(line)
+        if not m:
+            continue
+        dev, flags = m.group(1), m.group(2).split(",")
+        now = ("UP" in flags, "LOWER_UP" in flags)
+        before = state.get(dev)
+        state[dev] = now
+        if line.startswith("Deleted"):
+            state.pop(dev, None)
+            continue
+        if now[0] and (before is None or not before[0] or (now[1] and not before[1])):
+            watched = load(args.runtime).get("devices", {})
+            if dev in watched:
+                reapply(args.runtime, [dev])
+                if now[1]:
+                    announce(load(args.runtime), dev)
+    return 1

@@ -1,0 +1,451 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""VipInjector sidecar helper: the process ExaBGP runs as its ``process`` (one per task slot).
+
+Shipped to hosts as ``/opt/netscale-vipinjector/bin/vipinjector-helper``, a single file bundled
+from this module and its imports (``labkit.host_programs``; the hosts have no Ansible). The
+decisions are in :mod:`.guard` (pure); this module is the I/O around them (see docs/vipinjector.md):
+
+* announces the instance's task IP (/32 and /128) on every BGP session (one per NIC) with that
+  NIC's container address as next hop, only while the workload health check passes (rise/fall,
+  interval), no drain file exists and that NIC's path check passes;
+* withdraws on a drain file, on health failure, on SIGTERM, and per session on a path failure
+  (``neighbor ADDR withdraw route ...``);
+* reads every line ExaBGP writes back (``done``/``error``/``shutdown``, neighbor state changes)
+  on a separate thread so the pipe never blocks;
+* runs the guard over the ExaBGP configuration at start (``--check-config`` before ExaBGP starts);
+* writes a JSON status file and a Prometheus text-file metric.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import queue
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.guard import (
+    Allocation, GuardError, HelperCore, prometheus_text, scan_exabgp_config)
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
+
+
+# --------------------------------------------------------------------------------------------
+# Probes (I/O)
+# --------------------------------------------------------------------------------------------
+def probe_health(spec, timeout_default=1.0):
+    """Run the workload health check. Returns (ok, detail)."""
+    kind = (spec or {}).get("type", "none")
+    timeout = float(spec.get("timeout", timeout_default)) if spec else timeout_default
+    try:
+        if kind == "none":
+            return True, "no health check configured"
+        if kind == "command":
+            argv = spec["command"]
+            if isinstance(argv, str):
+                argv = shlex.split(argv)
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=timeout, check=False)
+            return r.returncode == 0, "command exit %d" % r.returncode
+        if kind == "tcp":
+            with socket.create_connection((spec["host"], int(spec["port"])), timeout=timeout):
+                return True, "tcp %s:%s connected" % (spec["host"], spec["port"])
+        if kind == "http":
+            code = _http_status(spec["url"], timeout)
+            expect = spec.get("expect_status")
+            ok = (code in expect) if expect else (200 <= code < 400)
+            return ok, "http %s -> %d" % (spec["url"], code)
+        return False, "unknown health check type %r" % kind
+    except subprocess.TimeoutExpired:
+        return False, "timed out after %.1fs" % timeout
+    except (OSError, ValueError, KeyError) as exc:
+        return False, "%s: %s" % (type(exc).__name__, exc)
+
+
+def _http_status(url, timeout):
+    """Status code of a GET on a local health endpoint. http.client directly: a workload probe must
+    not go through the proxies urllib would take from the environment."""
+    import http.client
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("GET", (parts.path or "/") + ("?" + parts.query if parts.query else ""))
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def _ip_bin():
+    for cand in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"):
+        if os.access(cand, os.X_OK):
+            return cand
+    return "ip"
+
+
+def _ip_json(args, timeout=2.0):
+    r = subprocess.run([_ip_bin(), "-j"] + args, stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=timeout, check=False, text=True)
+    if r.returncode != 0:
+        raise OSError("ip %s: %s" % (" ".join(args), r.stderr.strip() or r.returncode))
+    return json.loads(r.stdout or "[]")
+
+
+def probe_path(spec, session):
+    """Per-NIC path check. Returns (ok, detail).
+
+    ``route`` (default): the interface holding this NIC's local address is up with carrier, the
+    route to the peer from that address leaves through that interface, and the peer's neighbour
+    entry there is not FAILED. ``command``: argv with {peer} {local} {nic} substituted.
+    ``tcp``: connect to {peer}:port from the local address. ``none``: always up.
+    """
+    kind = (spec or {}).get("type", "route")
+    peer, local, nic = str(session["peer"]), str(session["local"]), session["nic"]
+    timeout = float((spec or {}).get("timeout", 1.0))
+    try:
+        if kind == "none":
+            return True, "no path check"
+        if kind == "command":
+            argv = spec["command"]
+            if isinstance(argv, str):
+                argv = shlex.split(argv)
+            argv = [a.format(peer=peer, local=local, nic=nic) for a in argv]
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=timeout, check=False)
+            return r.returncode == 0, "command exit %d" % r.returncode
+        if kind == "tcp":
+            fam = socket.AF_INET6 if ":" in peer else socket.AF_INET
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            try:
+                s.settimeout(timeout)
+                s.bind((local, 0))
+                s.connect((peer, int(spec.get("port", 179))))
+            finally:
+                s.close()
+            return True, "tcp connect ok"
+        if kind == "route":
+            owner = None
+            for link in _ip_json(["addr", "show"]):
+                for a in link.get("addr_info", []):
+                    if a.get("local") == local:
+                        owner = link
+            if owner is None:
+                return False, "local address %s is not configured" % local
+            dev = owner["ifname"]
+            flags = owner.get("flags", [])
+            if "UP" not in flags or "NO-CARRIER" in flags or "LOWER_UP" not in flags:
+                return False, "interface %s is down (%s)" % (dev, ",".join(flags))
+            routes = _ip_json(["route", "get", peer, "from", local])
+            if not routes:
+                return False, "no route to %s" % peer
+            rdev = routes[0].get("dev")
+            if rdev != dev:
+                return False, "route to %s from %s leaves via %s, not %s" % (peer, local, rdev, dev)
+            gw = routes[0].get("gateway", peer)
+            neigh = _ip_json(["neigh", "show", "to", gw, "dev", dev])
+            for n in neigh:
+                if "FAILED" in n.get("state", []):
+                    return False, "neighbour %s on %s is FAILED" % (gw, dev)
+            return True, "route via %s" % dev
+        return False, "unknown path check type %r" % kind
+    except subprocess.TimeoutExpired:
+        return False, "timed out"
+    except (OSError, ValueError, KeyError) as exc:
+        return False, "%s: %s" % (type(exc).__name__, exc)
+
+
+# --------------------------------------------------------------------------------------------
+# The process
+# --------------------------------------------------------------------------------------------
+def _parent_config_path():
+    """The configuration file ExaBGP (our parent) was started with: ``... server CONF``."""
+    try:
+        with open("/proc/%d/cmdline" % os.getppid(), "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return None
+    cands = [a for a in argv[1:] if not a.startswith("-") and os.path.isfile(a)
+             and not a.endswith((".py", "exabgp"))]
+    return cands[-1] if cands else None
+
+
+def _write_status_file(path, text):
+    """Status and metric files are read by others while the helper runs: never a partial file.
+    The directories are systemd's (RuntimeDirectory, ReadWritePaths): they are not created here."""
+    if path:
+        atomic_write(path, text, mode=0o644, makedirs=False)
+
+
+class Helper(object):
+    def __init__(self, cfg, out=sys.stdout, inp=sys.stdin, log=sys.stderr):
+        self.cfg = cfg
+        self.out = out
+        self.inp = inp
+        self.logf = log
+        self.instance = cfg.get("instance", "vipinjector")
+        self.alloc = Allocation(cfg["allocation"], cfg["sessions"])
+        h = cfg.get("health") or {}
+        p = cfg.get("path_check") or {}
+        self.core = HelperCore(self.alloc, rise=h.get("rise", 2), fall=h.get("fall", 3),
+                               path_rise=p.get("rise", 2), path_fall=p.get("fall", 2))
+        self.interval = float(h.get("interval", 1.0))
+        self.path_interval = float(p.get("interval", self.interval))
+        self.drain_files = list(cfg.get("drain_files") or [])
+        self.drain_poll = float(cfg.get("drain_poll", min(0.1, self.interval)))
+        self.events = queue.Queue()
+        self.acks = {"done": 0, "error": 0}
+        self.pending = 0
+        self.stop = threading.Event()
+        self.exabgp_gone = False
+
+    def log(self, msg):
+        try:
+            self.logf.write("vipinjector[%s]: %s\n" % (self.instance, msg))
+            self.logf.flush()
+        except (OSError, ValueError):
+            pass
+
+    # --- ExaBGP -> helper
+    def reader(self):
+        for raw in self.inp:
+            line = raw.strip()
+            if not line:
+                continue
+            self.events.put(("line", line))
+        self.events.put(("eof", None))
+
+    def handle_line(self, line):
+        low = line.lower()
+        if low == "done" or low.startswith('{ "answer": "done"'):
+            self.acks["done"] += 1
+            self.pending = max(0, self.pending - 1)
+            return
+        if low == "error" or low.startswith('{ "answer": "error"'):
+            self.acks["error"] += 1
+            self.pending = max(0, self.pending - 1)
+            self.log("ExaBGP answered error to a command")
+            return
+        if low.startswith("shutdown") or low.startswith('{ "answer": "shutdown"'):
+            self.log("ExaBGP is shutting down")
+            self.exabgp_gone = True
+            self.stop.set()
+            return
+        peer, state = None, None
+        if line.startswith("{"):
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                return
+            if msg.get("type") == "state":
+                n = msg.get("neighbor", {})
+                peer = n.get("address", {}).get("peer")
+                state = n.get("state")
+        else:
+            m = re.match(r"^neighbor (\S+) (up|down|connected)\b", line)
+            if m:
+                peer, state = m.group(1), m.group(2)
+        if peer and state:
+            try:
+                pa = ipaddress.ip_address(peer)
+            except ValueError:
+                return
+            self.core.session_event(pa, state)
+            self.log("session %s %s" % (peer, state))
+            if state == "up" and self.core.refused:
+                self.send(self.core.refused_withdraws_for(pa))
+
+    # --- helper -> ExaBGP
+    def send(self, cmds):
+        for c in cmds:
+            try:
+                self.alloc.check(c)
+            except GuardError as exc:
+                self.core.refusals += 1
+                self.log("guard: %s" % exc)
+                continue
+            try:
+                self.out.write(c + "\n")
+                self.out.flush()
+                self.pending += 1
+            except (OSError, ValueError):
+                self.exabgp_gone = True
+                self.stop.set()
+                return
+            self.log(c)
+
+    def write_status(self):
+        st = self.core.status()
+        st["instance"] = self.instance
+        st["acks"] = dict(self.acks)
+        st["pid"] = os.getpid()
+        try:
+            _write_status_file(self.cfg.get("status_file"), json.dumps(st, indent=1, sort_keys=True) + "\n")
+            if self.cfg.get("metrics_file"):
+                _write_status_file(self.cfg["metrics_file"], prometheus_text(st, self.instance))
+        except OSError as exc:
+            self.log("cannot write status: %s" % exc)
+
+    def drained(self):
+        return any(os.path.exists(p) for p in self.drain_files)
+
+    def guard_config(self):
+        if not self.cfg.get("guard_config", True):
+            return
+        path = self.cfg.get("exabgp_config") or _parent_config_path()
+        if not path:
+            self.log("guard: cannot find the ExaBGP configuration to scan; refusing to announce")
+            self.core.set_refused([{"kind": "unknown-config", "value": "",
+                                    "message": "ExaBGP configuration not found"}])
+            return
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as exc:
+            self.core.set_refused([{"kind": "unreadable-config", "value": path, "message": str(exc)}])
+            return
+        findings = scan_exabgp_config(text, self.alloc)
+        if findings:
+            for fnd in findings:
+                self.log("guard: REFUSED %s" % fnd["message"])
+            self.core.set_refused(findings)
+
+    def check_task_ip_local(self):
+        if not self.cfg.get("require_local_task_ip", False):
+            return
+        try:
+            local = set()
+            for link in _ip_json(["addr", "show"]):
+                for a in link.get("addr_info", []):
+                    local.add(a.get("local"))
+        except (OSError, ValueError) as exc:
+            self.log("cannot list local addresses: %s" % exc)
+            return
+        missing = [str(p.network_address) for p in self.alloc.prefixes if str(p.network_address) not in local]
+        if missing:
+            self.core.set_refused(self.core.refused + [{
+                "kind": "task-ip-not-local", "value": ",".join(missing),
+                "message": "task IP(s) %s are not configured in this namespace: refusing to "
+                           "announce an address this workload does not hold" % ", ".join(missing)}])
+
+    def run(self):
+        signal.signal(signal.SIGTERM, lambda *dummy: self.stop.set())
+        signal.signal(signal.SIGINT, lambda *dummy: self.stop.set())
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        self.guard_config()
+        self.check_task_ip_local()
+        t = threading.Thread(target=self.reader, name="exabgp-reader", daemon=True)
+        t.start()
+        health_spec = self.cfg.get("health") or {}
+        path_spec = self.cfg.get("path_check") or {}
+        next_health = 0.0
+        next_path = 0.0
+        next_drain = 0.0
+        self.write_status()
+        while not self.stop.is_set():
+            now = time.monotonic()
+            dirty = False
+            if now >= next_drain:
+                d = self.drained()
+                if d != self.core.drained:
+                    self.core.drained = d
+                    self.log("drain file %s" % ("present" if d else "removed"))
+                    dirty = True
+                next_drain = now + self.drain_poll
+            if now >= next_health:
+                ok, detail = probe_health(health_spec)
+                if self.core.health.feed(ok, detail):
+                    self.log("health %s (%s)" % ("up" if ok else "down", detail))
+                    dirty = True
+                next_health = time.monotonic() + self.interval
+            if now >= next_path:
+                for peer, sess in self.alloc.sessions.items():
+                    ok, detail = probe_path(path_spec, {"peer": peer, "local": sess["local"], "nic": sess["nic"]})
+                    if self.core.paths[peer].feed(ok, detail):
+                        self.log("path nic%s (%s) %s: %s" % (sess["nic"], peer, "up" if ok else "down", detail))
+                        dirty = True
+                next_path = time.monotonic() + self.path_interval
+            cmds = self.core.reconcile()
+            if cmds:
+                self.send(cmds)
+                dirty = True
+            if dirty:
+                self.write_status()
+            timeout = max(0.0, min(next_drain, next_health, next_path) - time.monotonic())
+            try:
+                kind, line = self.events.get(timeout=timeout)
+            except queue.Empty:
+                continue
+            while True:
+                if kind == "eof":
+                    self.exabgp_gone = True
+                    self.stop.set()
+                    break
+                before = dict(self.core.session_state)
+                self.handle_line(line)
+                if before != self.core.session_state:
+                    dirty = True
+                try:
+                    kind, line = self.events.get_nowait()
+                except queue.Empty:
+                    break
+            cmds = self.core.reconcile()
+            if cmds:
+                self.send(cmds)
+            if dirty or cmds:
+                self.write_status()
+        # Stopping: withdraw everything we announced (ExaBGP may already be gone).
+        self.core.stopping = True
+        if not self.exabgp_gone:
+            self.send(self.core.reconcile())
+            deadline = time.monotonic() + 0.5
+            while self.pending and time.monotonic() < deadline:
+                try:
+                    kind, line = self.events.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if kind == "eof":
+                    break
+                self.handle_line(line)
+        else:
+            for peer in self.core.announced:
+                self.core.announced[peer] = set()
+        self.write_status()
+        return 0
+
+
+def check_config_main(helper_cfg, exabgp_conf):
+    """``--check-config``: the guard run before ExaBGP starts (systemd ExecStartPre)."""
+    alloc = Allocation(helper_cfg["allocation"], helper_cfg["sessions"])
+    with open(exabgp_conf) as f:
+        findings = scan_exabgp_config(f.read(), alloc)
+    for fnd in findings:
+        sys.stderr.write("vipinjector guard: REFUSED %s\n" % fnd["message"])
+    return 1 if findings else 0
+
+
+def main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(description="VipInjector ExaBGP process-API helper")
+    ap.add_argument("--config", required=True, help="helper JSON configuration")
+    ap.add_argument("--check-config", metavar="EXABGP_CONF",
+                    help="only run the guard over an ExaBGP configuration and exit 0 (clean) or 1")
+    args = ap.parse_args(argv)
+    with open(args.config) as f:
+        cfg = json.load(f)
+    if args.check_config:
+        try:
+            return check_config_main(cfg, args.check_config)
+        except (GuardError, OSError) as exc:
+            sys.stderr.write("vipinjector guard: %s\n" % exc)
+            return 1
+    return Helper(cfg).run()

@@ -1,1 +1,0 @@
-../../../plugins/module_utils/datapath/localmap.py
