@@ -190,7 +190,10 @@ def _is_third_party_or_stdlib(top):
     if spec is None:
         return False
     where = spec.origin if spec.origin not in (None, "namespace") else next(iter(spec.submodule_search_locations or []), "")
-    return not os.path.realpath(where or "").startswith(os.path.realpath(REPO) + os.sep)
+    where = os.path.realpath(where or "")
+    # the project's own virtualenv lives inside the checkout: what it holds is installed, not ours
+    installed = tuple(os.path.realpath(os.path.join(REPO, d)) + os.sep for d in (".venv", ".cache"))
+    return where.startswith(installed) or not where.startswith(os.path.realpath(REPO) + os.sep)
 
 
 def _sys_path_into_tests(tree):
