@@ -10,7 +10,8 @@ rollback). Read-only commands only; ``run(argv) -> (rc, out, err)`` is the calle
   tc filters per device, netkit/veth links, workload namespaces (their addresses and routes),
   netscale units. Counters, timers, ids and lifetimes are dropped.
 - ``state`` (FRR box, a ToR or spine): running config (redacted), addresses, kernel routes of all
-  tables, net sysctls and the netscale sysctl.d files: what a ToR restore must bring back.
+  tables except BGP-learned ones, net sysctls and the netscale sysctl.d files: what a ToR
+  restore must bring back.
 """
 
 from __future__ import annotations
@@ -218,11 +219,17 @@ def frr_state_dump(run):
     dump = {
         "running_config": redact(config),
         "addresses": norm_addresses(_jl(run, ["ip", "-j", "address", "show"])),
-        "routes_v4": norm_routes(_jl(run, ["ip", "-j", "-4", "route", "show", "table", "all"])),
-        "routes_v6": norm_routes(_jl(run, ["ip", "-j", "-6", "route", "show", "table", "all"])),
+        # Learned routes follow the config and the peers (a reload may reset a session for a few
+        # seconds); the config itself is compared above. Kernel, static and connected routes stay.
+        "routes_v4": _not_learned(norm_routes(_jl(run, ["ip", "-j", "-4", "route", "show", "table", "all"]))),
+        "routes_v6": _not_learned(norm_routes(_jl(run, ["ip", "-j", "-6", "route", "show", "table", "all"]))),
     }
     rc, out, err = run(["sysctl", "-a"])
     dump["sysctls"] = norm_sysctls(out)
     rc, out, err = run(["sh", "-c", 'for f in /etc/sysctl.d/*netscale*; do [ -f "$f" ] && echo "== $f" && cat "$f"; done; true'])
     dump["sysctl_d"] = (out or "").splitlines()
     return dump
+
+
+def _not_learned(routes):
+    return [r for r in routes if r.get("protocol") != "bgp"]
