@@ -398,7 +398,3 @@ def slot_netns(slot):
     """Network namespace name of a task slot's workload."""
     return "mn-slot%d" % slot
 
-
-def plan_fabric(topo):
-    """Compute the whole plan (every allocation). Returns a :class:`FabricPlan`."""
-    return FabricPlan(topo).allocate()
