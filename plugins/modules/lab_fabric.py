@@ -129,6 +129,7 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
 
 
 def main():
@@ -136,7 +137,7 @@ def main():
         argument_spec=dict(
             state=dict(type="str", choices=["present", "absent"], default="present"),
             topology=dict(type="path", required=True),
-            state_root=dict(type="path", default="/run/netscale-multinic/lab"),
+            state_root=dict(type="path", default=STATE_ROOT),
             tor_config_dir=dict(type="path"),
             host_default_route=dict(type="bool", default=True),
             bgp_timeout=dict(type="float", default=60.0),

@@ -224,5 +224,3 @@ def check_md5_keys(opts, rack, md5_keys, problems):
             continue
         keys[h["name"]] = key
     return keys
-
-
