@@ -25,6 +25,7 @@ import uuid
 import yaml
 
 from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply, tor_policy
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import lab_section, storage_spine_networks
 from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
 from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
 
@@ -76,7 +77,10 @@ class TorLab(object):
         self.plan = FabricPlan(self.topo).allocate()
         self.rack = next(r for r in self.topo.racks if r.name == rack)
         self.rack_data = self.plan.rack_data(self.rack)
-        self.configs = tor_policy.build_fabric_configs(self.plan, self.options, self.md5_keys)
+        # As the tor_bgp role renders a lab fabric: the storage prefixes are what the spine originates.
+        render_options = dict(self.options)
+        render_options.setdefault("spine_networks", storage_spine_networks(lab_section(self.topo).get("storage", {})))
+        self.configs = tor_policy.build_fabric_configs(self.plan, render_options, self.md5_keys)
 
     # -- helpers --------------------------------------------------------------------------------
     def ns(self, short):
@@ -117,7 +121,7 @@ class TorLab(object):
         self.routers[spine] = {"ns": "spine"}
         # Storage network behind the spine (what the spine originates for the lab).
         self._veth("spine", "stor0", "spine", "stor1")
-        storage = self.topo.lab.get("storage", {})
+        storage = lab_section(self.topo).get("storage", {})
         for fam in ("ipv6", "ipv4"):
             if storage.get(fam):
                 net = storage[fam]
