@@ -18,7 +18,7 @@ import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.fairness import jain
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import frr as frrmod
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.engine import netns_name
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import (
     LabError, alive, cmdline, kill, reap, run, start_time, wait_gone,
 )
