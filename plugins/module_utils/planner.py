@@ -397,4 +397,3 @@ def downlink_port_name(rack):
 def slot_netns(slot):
     """Network namespace name of a task slot's workload."""
     return "mn-slot%d" % slot
-

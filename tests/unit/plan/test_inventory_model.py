@@ -52,5 +52,5 @@ def test_core_inventory_has_no_lab_additions():
 def test_lab_extension_gives_spine_networks_of_the_storage_node():
     topo = load_topology(load_example("lab"), "lab")
     view = build_inventory(topo, "inventories/lab/fabric.yml", extensions=[LabInventory("/nonexistent")])
-    assert view.hosts["lab-spine1"]["vars"]["tor_bgp_spine_networks"] == {"ipv4": ["198.19.5.0/24"],
-                                                                         "ipv6": ["fd00:5::/64"]}
+    networks = view.hosts["lab-spine1"]["vars"]["tor_bgp_spine_networks"]
+    assert networks == {"ipv4": ["198.19.5.0/24"], "ipv6": ["fd00:5::/64"]}
