@@ -15,7 +15,19 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
-from ansible_collections.netscale.multinic.plugins.modules.lab_fabric import ARGUMENT_SPEC
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
+
+# The options documented in plugins/modules/lab_fabric.py (a docs-only file: ansible-test wants no
+# code there); tests/unit/plan/test_action_specs.py checks that both agree.
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    topology=dict(type="path", required=True),
+    state_root=dict(type="path", default=STATE_ROOT),
+    tor_config_dir=dict(type="path"),
+    host_default_route=dict(type="bool", default=True),
+    bgp_timeout=dict(type="float", default=60.0),
+    fail_at=dict(type="str", choices=["image", "nodes", "hosts", "links", "frr", "bgp", "ready"]),
+)
 
 
 class ActionModule(ActionBase):

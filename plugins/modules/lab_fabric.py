@@ -1,3 +1,4 @@
+#!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -123,18 +124,3 @@ log:
   type: list
   elements: str
 """
-
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
-
-# The work is done by the action plugin of the same name, on the controller: the lab is built on
-# this machine, and its FRR configs are rendered from the ToR policy's templates, which a module's
-# payload would not carry. The action plugin validates its arguments against this spec.
-ARGUMENT_SPEC = dict(
-    state=dict(type="str", choices=["present", "absent"], default="present"),
-    topology=dict(type="path", required=True),
-    state_root=dict(type="path", default=STATE_ROOT),
-    tor_config_dir=dict(type="path"),
-    host_default_route=dict(type="bool", default=True),
-    bgp_timeout=dict(type="float", default=60.0),
-    fail_at=dict(type="str", choices=["image", "nodes", "hosts", "links", "frr", "bgp", "ready"]),
-)
