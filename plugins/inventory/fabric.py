@@ -60,7 +60,8 @@ from ansible.module_utils.common.text.converters import to_native
 try:
     from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
     from ansible_collections.netscale.multinic.plugins.module_utils.inventory_model import build_inventory
-    from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import STATE_DIR_OPTION, LabInventory
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import LabInventory
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import STATE_DIR_OPTION
     from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
     from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import plan_topology
     HAS_NETADDR = True

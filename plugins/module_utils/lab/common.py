@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.engine import Lab
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import lab_section
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.spec import LabSpec
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import storage_spine_networks
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import storage_spine_networks
 
 DAEMONS = ("zebra", "staticd", "bgpd", "bfdd")
 

@@ -15,22 +15,8 @@ from __future__ import annotations
 import json
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import alive
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT, state_file
-
-# The topology keys the lab owns (declared as opaque add-on keys by the core's schema).
-SECTION = "lab"
-STATE_DIR_OPTION = "lab_state_dir"
-
-
-def lab_section(topo):
-    """The topology's ``lab`` section ({} when the fabric has none)."""
-    section = topo.addons.get(SECTION)
-    return section if isinstance(section, dict) else {}
-
-
-def storage_spine_networks(storage):
-    """``spine_networks`` ToR-policy option for the storage prefixes: {family: [prefix]}."""
-    return dict((family, [storage[family]]) for family in ("ipv4", "ipv6") if storage.get(family))
 
 
 def read_lab_state(fabric_name, state_dir=STATE_ROOT):

@@ -12,7 +12,7 @@ import os
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import frr as frrmod
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import image as imagemod
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import nodes
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import lab_section
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError
 
 

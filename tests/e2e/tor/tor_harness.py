@@ -25,7 +25,7 @@ import uuid
 import yaml
 
 from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply, tor_policy
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import lab_section, storage_spine_networks
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
 from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
 from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
 
