@@ -102,7 +102,7 @@ def rmdir_cgroup(cg, timeout=5.0):
             return "cgroup %s still has processes" % cg
         reap()
         time.sleep(0.02)
-    for root, dirs, _files in sorted(os.walk(cg), key=lambda x: len(x[0]), reverse=True):
+    for root, _dirs, _files in sorted(os.walk(cg), key=lambda x: len(x[0]), reverse=True):
         try:
             os.rmdir(root)
         except FileNotFoundError:

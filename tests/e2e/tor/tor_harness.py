@@ -22,12 +22,9 @@ import subprocess
 import time
 import uuid
 
-import yaml
-
 from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply, tor_policy
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 LAB_FABRIC = os.path.join(REPO, "inventories", "lab", "fabric.yml")
@@ -72,9 +69,8 @@ class TorLab(object):
         self.pids = []          # (pid, what)
         self.exabgp = {}        # slot key -> Popen
         self.routers = {}       # device name -> {"ns":, "dir":}
-        with open(LAB_FABRIC) as fh:
-            self.topo = load_topology(yaml.safe_load(fh), LAB_FABRIC)
-        self.plan = FabricPlan(self.topo).allocate()
+        self.plan = load_plan(LAB_FABRIC)
+        self.topo = self.plan.topo
         self.rack = next(r for r in self.topo.racks if r.name == rack)
         self.rack_data = self.plan.rack_data(self.rack)
         # As the tor_bgp role renders a lab fabric: the storage prefixes are what the spine originates.
