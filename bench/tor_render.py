@@ -17,14 +17,11 @@ import os
 import sys
 import time
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", ".build"))
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan, plan_topology  # noqa: E402
 
 
 def region(buildings=5, zones=8, racks=252, nics=4, slots=8):
@@ -61,14 +58,13 @@ def main():
     t0 = time.perf_counter()
     data = region(racks=args.racks_per_zone)
     try:
-        topo = load_topology(data)
-        plan = FabricPlan(topo).allocate()
+        plan = plan_topology(data)
     except Exception as exc:  # pools too small for IPv4: retry IPv6-only (IPv4 is optional per fabric)
         print("dual-stack plan failed (%s); planning IPv6 only" % str(exc).splitlines()[0])
         data["pools"].pop("ipv4")
         data["pools"]["infrastructure"].pop("ipv4")
-        topo = load_topology(data)
-        plan = FabricPlan(topo).allocate()
+        plan = plan_topology(data)
+    topo = plan.topo
     t1 = time.perf_counter()
     hosts = len(topo.hosts)
     print("region: %d racks, %d hosts, %d GPUs/NICs (%d per host), %d task slots; plan %.1f s"
@@ -95,9 +91,8 @@ def main():
           % (n, t3 - t2, c3 - c2, 1000.0 * (c3 - c2) / n, lines, sessions, groups))
     _rack_scale()
 
-    with open(os.path.join(HERE, "..", "inventories", "lab", "fabric.yml")) as fh:
-        lab = load_topology(yaml.safe_load(fh))
-    lplan = FabricPlan(lab).allocate()
+    lplan = load_plan(os.path.join(HERE, "..", "inventories", "lab", "fabric.yml"))
+    lab = lplan.topo
     print("per-ToR FIB (computed, full occupancy):")
     for rack in lab.racks:
         _fib_line("lab " + rack.name, lplan, rack, lab)
@@ -122,7 +117,7 @@ def _rack_scale(hosts=16, nics=8, slots=8):
             "racks": [{"id": 1, "name": "r1", "hosts": [{"id": h, "name": "r1h%d" % h, "nics": nics}
                                                         for h in range(1, hosts + 1)]}]}]}],
     }
-    plan = FabricPlan(load_topology(topo)).allocate()
+    plan = plan_topology(topo)
     rack = plan.rack_data(plan.topo.racks[0])
     for platform in ("frr", "eos"):
         tor_policy.render(tor_policy.tor_structured_config(rack, {}, {}, platform=platform))  # compile templates

@@ -14,7 +14,8 @@ from ansible_collections.netscale.multinic.plugins.module_utils.topology import 
 BEGIN = "<!-- BEGIN GENERATED KEY TABLES (scripts/gen-topology-doc.py) -->"
 END = "<!-- END GENERATED KEY TABLES -->"
 KIND = {"str": "string", "name": "name", "int": "integer", "prefix6": "IPv6 prefix", "prefix4": "IPv4 prefix",
-        "ifnames": "list of interface names", "any-map": "mapping"}
+        "ifnames": "list of interface names", "any-map": "mapping",
+        "add-on": "any (add-on)"}
 ORDER = ["topology", "region", "capacity", "pools", "infrastructure", "addressing", "asn", "building", "zone",
          "spine", "rack", "tor", "host"]
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.netscale.multinic.plugins.module_utils.fairness import jain
+
 
 def percentile(values, q):
     """Linear-interpolated percentile (q in 0..100) of a non-empty sequence, as numpy's default."""
@@ -29,15 +31,6 @@ def shares(counts):
     """{nic: bytes} -> {nic: fraction of the total} (all 0.0 when nothing moved)."""
     total = float(sum(counts.values()))
     return {k: (round(v / total, 4) if total else 0.0) for k, v in counts.items()}
-
-
-def jain(values):
-    """Jain's fairness index: 1 = all equal, 1/n = everything on one."""
-    vals = [float(v) for v in values]
-    sq = sum(v * v for v in vals)
-    if not vals or sq == 0:
-        return None
-    return round(sum(vals) ** 2 / (len(vals) * sq), 4)
 
 
 def gbit(nbytes, seconds):

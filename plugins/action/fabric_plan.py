@@ -13,19 +13,17 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError, PlanChangedError
 from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import run_plan
+from ansible_collections.netscale.multinic.plugins.modules.fabric_plan import ARGUMENT_SPEC
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("topology", "dest", "allow_renumber"))
+    # ActionBase.run rejects any other argument.
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         args = self._task.args
-        unknown = set(args) - self._VALID_ARGS
-        if unknown:
-            raise AnsibleActionFail("fabric_plan: unknown option(s) %s; allowed: %s"
-                                    % (", ".join(sorted(unknown)), ", ".join(sorted(self._VALID_ARGS))))
         topology = args.get("topology")
         if not topology:
             raise AnsibleActionFail("fabric_plan: option 'topology' (path of the fabric topology file) is required")

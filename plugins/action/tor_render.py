@@ -15,45 +15,21 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import read_topology_file
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy import build_fabric_configs, redact
-
-
-def _write_if_changed(path, data, mode, check_mode):
-    try:
-        with open(path) as fh:
-            if fh.read() == data:
-                if not check_mode and (os.stat(path).st_mode & 0o777) != mode:
-                    os.chmod(path, mode)
-                return False
-    except OSError:
-        pass
-    if check_mode:
-        return True
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-    return True
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import write_if_changed
+from ansible_collections.netscale.multinic.plugins.modules.tor_render import ARGUMENT_SPEC
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("topology", "dest", "devices", "options", "md5_keys_var"))
+    # ActionBase.run rejects any other argument.
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         task_vars = task_vars or {}
         args = self._task.args
-        unknown = set(args) - self._VALID_ARGS
-        if unknown:
-            raise AnsibleActionFail("tor_render: unknown option(s) %s; allowed: %s"
-                                    % (", ".join(sorted(unknown)), ", ".join(sorted(self._VALID_ARGS))))
         topology = args.get("topology") or task_vars.get("multinic_topology_file")
         if not topology:
             raise AnsibleActionFail("tor_render: option 'topology' is required (or host var multinic_topology_file)")
@@ -73,8 +49,7 @@ class ActionModule(ActionBase):
                                         % (var, type(md5_keys).__name__))
             md5_keys = {str(k): (None if v is None else str(v)) for k, v in md5_keys.items()}
         try:
-            topo = load_topology(read_topology_file(topology), source=topology)
-            plan = FabricPlan(topo).allocate()
+            plan = load_plan(topology)
             configs = build_fabric_configs(plan, options, md5_keys, devices=devices)
         except MultinicError as exc:
             problems = [p.as_dict() for p in getattr(exc, "problems", [])]
@@ -86,8 +61,8 @@ class ActionModule(ActionBase):
             cfg_path = os.path.join(dest, "configs", name + ".cfg")
             sc_path = os.path.join(dest, "structured_configs", name + ".yml")
             sc_text = yaml.safe_dump(redact(cfg["structured"]), sort_keys=True, default_flow_style=False)
-            changed_cfg = _write_if_changed(cfg_path, cfg["text"], 0o600, check)
-            changed_sc = _write_if_changed(sc_path, sc_text, 0o644, check)
+            changed_cfg = write_if_changed(cfg_path, cfg["text"], mode=0o600, check_mode=check)
+            changed_sc = write_if_changed(sc_path, sc_text, mode=0o644, check_mode=check)
             if changed_cfg:
                 written.append(cfg_path)
             if changed_sc:

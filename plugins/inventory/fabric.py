@@ -60,7 +60,10 @@ from ansible.module_utils.common.text.converters import to_native
 try:
     from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
     from ansible_collections.netscale.multinic.plugins.module_utils.inventory_model import build_inventory
-    from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import LabInventory
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import STATE_DIR_OPTION
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import plan_topology
     HAS_NETADDR = True
     import netaddr  # noqa: F401  pylint: disable=unused-import
 except ImportError:
@@ -81,12 +84,13 @@ class InventoryModule(BaseInventoryPlugin):
         data = loader.load_from_file(path, cache="none")
         if not isinstance(data, dict) or data.get("plugin") != self.NAME:
             raise AnsibleParserError("%s is not a fabric topology (plugin: %s missing)" % (path, self.NAME))
-        # The file is both the plugin's config and the topology: lab_state_dir is the only option.
-        state_dir = data.get("lab_state_dir") or "/run/netscale-multinic/lab"
-        topo_data = dict((k, v) for k, v in _plain(data).items() if k != "lab_state_dir")
+        # The file is both the plugin's config and the topology: lab_state_dir, the only option, is an
+        # add-on key of the topology that the lab's inventory extension reads.
+        topo_data = _plain(data)
         try:
-            topo = load_topology(topo_data, source=path)
-            view = build_inventory(topo, os.path.abspath(path), state_dir=state_dir)
+            plan = plan_topology(topo_data, source=path)
+            lab = LabInventory(topo_data.get(STATE_DIR_OPTION) or STATE_ROOT)
+            view = build_inventory(plan.topo, os.path.abspath(path), plan=plan, extensions=[lab])
         except MultinicError as exc:
             raise AnsibleParserError(to_native(exc))
         for group, parent in sorted(view.groups.items()):

@@ -1,8 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Validate, plan and write: the whole ``plan`` stage as one call (used by the action plugin,
-the command line and the benchmarks)."""
+"""Load and plan a fabric, and the whole ``plan`` stage as one call.
+
+:func:`load_plan` (a topology file) and :func:`plan_topology` (its parsed content) are the one way to
+get from a topology to its plan: the action plugins, the inventory plugin, the lab, the command
+line and the benchmarks use them.
+"""
 
 from __future__ import annotations
 
@@ -20,11 +24,20 @@ from ansible_collections.netscale.multinic.plugins.module_utils.topology import 
 
 
 def read_topology_file(path):
+    """The parsed YAML of a topology file."""
     with open(path) as handle:
-        data = yaml.safe_load(handle)
-    if isinstance(data, dict):
-        data.pop("lab_state_dir", None)
-    return data
+        return yaml.safe_load(handle)
+
+
+def plan_topology(data, source=None):
+    """Validate topology ``data`` and compute every allocation. Returns the :class:`FabricPlan`
+    (its topology is ``plan.topo``). Raises TopologyError listing every problem."""
+    return FabricPlan(load_topology(data, source=source)).allocate()
+
+
+def load_plan(path):
+    """:func:`plan_topology` of the topology file at ``path``."""
+    return plan_topology(read_topology_file(path), source=path)
 
 
 def run_plan(topology_path, dest, allow_renumber=False, check_mode=False, per_fabric=False):
@@ -33,9 +46,8 @@ def run_plan(topology_path, dest, allow_renumber=False, check_mode=False, per_fa
     ``per_fabric``: write under ``dest/<fabric name>/`` so several fabrics (the lab, a region, an
     example) can share one intended/ without their plans being compared with each other.
     """
-    topo = load_topology(read_topology_file(topology_path), source=topology_path)
-    plan = FabricPlan(topo).allocate()
-    base = os.path.join(dest, topo.name) if per_fabric else dest
+    plan = load_plan(topology_path)
+    base = os.path.join(dest, plan.topo.name) if per_fabric else dest
     result = write_plan(plan, base, allow_renumber=allow_renumber, check_mode=check_mode)
     result["summary"] = plan.summary()
     result["plan_dir"] = os.path.join(base, "plan")

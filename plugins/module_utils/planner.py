@@ -20,6 +20,7 @@ connected subnet route (graceful degradation), and the rack aggregate covers it.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import InputProblem, TopologyError
@@ -153,19 +154,17 @@ def infra_layouts_for(topo):
     return layouts
 
 
-class HostAlloc(object):
+@dataclasses.dataclass(slots=True)
+class HostAlloc:
     """Integer allocations of one host, per family: host prefix, NIC subnets, slot addresses."""
 
-    __slots__ = ("host", "gindex", "nets", "task_ips", "containers")
+    host: object
+    gindex: int
     # nets[v] = (host prefix, range of NIC subnet networks); task_ips[v] = range over slots;
     # containers[v][nic] = range over slots of that NIC's container addresses.
-
-    def __init__(self, host, gindex):
-        self.host = host
-        self.gindex = gindex
-        self.nets = {}
-        self.task_ips = {}
-        self.containers = {}
+    nets: dict = dataclasses.field(default_factory=dict)
+    task_ips: dict = dataclasses.field(default_factory=dict)
+    containers: dict = dataclasses.field(default_factory=dict)
 
 
 class FabricPlan(object):
@@ -397,8 +396,3 @@ def downlink_port_name(rack):
 def slot_netns(slot):
     """Network namespace name of a task slot's workload."""
     return "mn-slot%d" % slot
-
-
-def plan_fabric(topo):
-    """Compute the whole plan (every allocation). Returns a :class:`FabricPlan`."""
-    return FabricPlan(topo).allocate()

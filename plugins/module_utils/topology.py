@@ -28,7 +28,9 @@ MAX_NICS = 16
 
 # ---------------------------------------------------------------------------------------------
 # Schema. Each mapping lists its keys as (name, kind, required, doc). Kinds: "str", "name",
-# "int", "prefix6", "prefix4", "ifnames", "map:<schema>", "list:<schema>", "any-map".
+# "int", "prefix6", "prefix4", "ifnames", "map:<schema>", "list:<schema>", "any-map", "add-on".
+# "add-on" keys belong to a layer above the core (they are listed so that the file stays strictly
+# validated); the core keeps their values opaque in ``Topology.addons`` and never reads them.
 # docs/topology.md documents the same keys; tests check that every key here is documented.
 # ---------------------------------------------------------------------------------------------
 SCHEMA = {
@@ -41,7 +43,8 @@ SCHEMA = {
         ("addressing", "map:addressing", False, "Optional addressing knobs."),
         ("asn", "map:asn", True, "Private 4-byte ASN bases for spines, ToRs and hosts."),
         ("buildings", "list:building", True, "Buildings of the region."),
-        ("lab", "any-map", False, "Lab-only settings (netscale.multinic.lab role); ignored by the planner."),
+        ("lab", "add-on", False, "Section of the lab add-on (netscale.multinic.lab role, docs/lab.md); opaque to the core."),
+        ("lab_state_dir", "add-on", False, "Inventory-plugin option of the lab add-on (where running labs keep their state); opaque to the core."),
     ],
     "region": [
         ("name", "name", True, "Region name."),
@@ -202,8 +205,8 @@ def _check_map(data, schema_name, path, out, on_key=None):
         elif kind.startswith("list:"):
             if not isinstance(value, list):
                 out.add(fpath, type(value).__name__, "expected a list", "write %s as a YAML list" % name)
-        elif kind == "any-map":
-            if not isinstance(value, dict):
+        elif kind in ("any-map", "add-on"):
+            if kind == "any-map" and not isinstance(value, dict):
                 out.add(fpath, type(value).__name__, "expected a mapping", "write %s as key: value pairs" % name)
     return True
 
@@ -252,7 +255,9 @@ class Topology(object):
         self.racks = []
         self.spines = []
         self.hosts = []
-        self.lab = data.get("lab") or {}
+        # Sections of add-ons (SCHEMA kind "add-on"), handed on untouched to the layer that owns them.
+        self.addons = dict((key, data[key]) for key, kind, _req, _doc in SCHEMA["topology"]
+                           if kind == "add-on" and data.get(key) is not None)
         self.names = {}  # every entity name -> its path in the file (names are fabric-unique)
 
     # Global indices are pure functions of ids and capacities (never of list order), so adding,

@@ -99,3 +99,10 @@ problems:
   type: list
   elements: dict
 """
+
+# The options of the action plugin (plugins/action/fabric_plan.py takes its valid arguments from here).
+ARGUMENT_SPEC = dict(
+    topology=dict(type="path", required=True),
+    dest=dict(type="path", default="intended"),
+    allow_renumber=dict(type="bool", default=False),
+)

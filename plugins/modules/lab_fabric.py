@@ -42,7 +42,8 @@ options:
   tor_config_dir:
     description:
       - Directory with rendered ToR configs named C(<tor name>.cfg). When a ToR's file exists it is used
-        instead of the built-in placeholder (announce the rack aggregate only).
+        instead of the uplink part of the ToR policy (announce the rack aggregate only), which the
+        ToRs start with otherwise.
     type: path
   host_default_route:
     description: Give each GPU host an ECMP default route over all its NIC gateways (as provisioning would).
@@ -123,67 +124,3 @@ log:
   type: list
   elements: str
 """
-
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
-
-
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            topology=dict(type="path", required=True),
-            state_root=dict(type="path", default="/run/netscale-multinic/lab"),
-            tor_config_dir=dict(type="path"),
-            host_default_route=dict(type="bool", default=True),
-            bgp_timeout=dict(type="float", default=60.0),
-            fail_at=dict(type="str", choices=["image", "nodes", "hosts", "links", "frr", "bgp", "ready"]),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    try:
-        lab = open_lab(p["topology"], state_root=p["state_root"], tor_config_dir=p["tor_config_dir"],
-                       fail_at=p["fail_at"], host_default_route=p["host_default_route"],
-                       bgp_timeout=p["bgp_timeout"])
-    except Exception as e:
-        module.fail_json(msg=str(e))
-    healthy, reasons, data = lab.status()
-    before = "absent\n" if data is None else ("healthy\n" if healthy else "unhealthy: %s\n" % "; ".join(reasons))
-    result = dict(changed=False, state_file=lab.state_file, log=lab.log_lines)
-    if p["state"] == "present":
-        if healthy:
-            result.update(nodes=data["nodes"])
-            module.exit_json(**result)
-        result.update(changed=True, reasons=reasons)
-        if module.check_mode:
-            result["diff"] = dict(before=before, after="healthy\n")
-            module.exit_json(**result)
-        try:
-            out = lab.build()
-        except Exception as e:
-            module.fail_json(msg=str(e), log=lab.log_lines, exception=traceback.format_exc())
-        result.update(out)
-    else:
-        if data is None and not lab.leftovers():
-            module.exit_json(**result)
-        result["changed"] = True
-        if module.check_mode:
-            result["diff"] = dict(before=before, after="absent\n")
-            module.exit_json(**result)
-        try:
-            out = lab.teardown()
-        except Exception as e:
-            module.fail_json(msg=str(e), log=lab.log_lines, exception=traceback.format_exc())
-        result.update(out)
-        result["changed"] = True
-    result["diff"] = dict(before=before, after="healthy\n" if p["state"] == "present" else "absent\n")
-    result["log"] = lab.log_lines
-    module.exit_json(**result)
-
-
-if __name__ == "__main__":
-    main()

@@ -94,3 +94,12 @@ dest:
   returned: always
   type: str
 """
+
+# The options of the action plugin (plugins/action/tor_render.py takes its valid arguments from here).
+ARGUMENT_SPEC = dict(
+    topology=dict(type="path"),
+    dest=dict(type="path", default="intended"),
+    devices=dict(type="list", elements="str"),
+    options=dict(type="dict", default={}),
+    md5_keys_var=dict(type="str", default="tor_bgp_md5_keys"),
+)

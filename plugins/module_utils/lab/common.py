@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.engine import Lab, LabSpec
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.engine import Lab
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.spec import LabSpec
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import plan_topology
 
 
 def load_yaml(path):
@@ -29,9 +30,8 @@ def load_yaml(path):
 
 def open_lab(topology, state_root=STATE_ROOT, **kw):
     path = os.path.abspath(topology)
-    topo = load_topology(load_yaml(path), path)
-    if not topo.lab:
+    plan = plan_topology(load_yaml(path), path)
+    if not lab_section(plan.topo):
         raise LabError("topology %s has no 'lab' section (value: None); a lab needs "
                        "lab: {storage: {name: ..., ipv6: ..., ipv4: ...}}" % path)
-    plan = FabricPlan(topo).allocate()
-    return Lab(LabSpec(topo, plan, path, tor_config_dir=kw.pop("tor_config_dir", None)), state_root=state_root, **kw)
+    return Lab(LabSpec(plan.topo, plan, path, tor_config_dir=kw.pop("tor_config_dir", None)), state_root=state_root, **kw)

@@ -17,6 +17,7 @@ import shutil
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError, run
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 CACHE_DIR = "/var/cache/netscale-multinic/images"
 SUITE = "bookworm"
@@ -121,8 +122,7 @@ def ensure_image(cache_dir=CACHE_DIR, mirror=None, log=None):
             "build_seconds": round(time.monotonic() - t0, 1),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        with open(os.path.join(tmp, "image.json"), "w") as f:
-            json.dump(info, f, indent=1)
+        atomic_write(os.path.join(tmp, "image.json"), json.dumps(info, indent=1))
         os.rename(tmp, top)
         return os.path.join(top, "rootfs"), info, True
 

@@ -16,8 +16,9 @@ import signal
 import subprocess
 import time
 
+from ansible_collections.netscale.multinic.plugins.module_utils.fairness import jain
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import frr as frrmod
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.engine import netns_name
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import (
     LabError, alive, cmdline, kill, reap, run, start_time, wait_gone,
 )
@@ -34,15 +35,6 @@ def rate_bits(text):
     if not m:
         raise LabError("speed: %r is not a rate; write it as tc does, e.g. 200mbit, 1gbit, 500kbit" % (text,))
     return int(float(m.group(1)) * _MULT[(m.group(2) or "bit").lower()])
-
-
-def jain(values):
-    """Jain's fairness index of non-negative values: 1 = equal, 1/n = all on one."""
-    vals = [float(v) for v in values]
-    sq = sum(v * v for v in vals)
-    if not vals or sq == 0:
-        return None
-    return round(sum(vals) ** 2 / (len(vals) * sq), 4)
 
 
 def _in_ns(ns):

@@ -10,8 +10,10 @@ import signal
 import subprocess
 import time
 
+from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 
-class LabError(Exception):
+
+class LabError(MultinicError):
     """An operation of the lab failed; the message says which step and why."""
 
 

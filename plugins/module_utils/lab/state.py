@@ -21,9 +21,12 @@ import fcntl
 import glob
 import json
 import os
-import tempfile
 import threading
 
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
+
+# Where every lab keeps its state: the one spelling of this path (lab modules' defaults, the
+# inventory plugin's lab_state_dir default and the lab role's default all use it).
 STATE_ROOT = "/run/netscale-multinic/lab"
 
 
@@ -86,16 +89,9 @@ class State(object):
             pass
 
     def _save(self):
-        fd, tmp = tempfile.mkstemp(prefix=".state.", suffix=".tmp", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.data, f, indent=1, sort_keys=True)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        # Each writer's temporary file is its own (mkstemp in atomic_write): no writer renames
+        # another's away.
+        atomic_write(self.path, json.dumps(self.data, indent=1, sort_keys=True), mode=0o644)
 
     def add(self, **resource):
         """Record one created object (before it can be leaked: callers record right after creating)."""

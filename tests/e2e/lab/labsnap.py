@@ -13,10 +13,10 @@ import sys
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO, ".build"))
 
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.engine import cgroup2_root  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import cgroup2_root  # noqa: E402
 
 TOPOLOGY = os.path.join(REPO, "inventories", "lab", "fabric.yml")
-STATE_ROOT = "/run/netscale-multinic/lab"
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 
 

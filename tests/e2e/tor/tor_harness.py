@@ -22,11 +22,9 @@ import subprocess
 import time
 import uuid
 
-import yaml
-
 from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply, tor_policy
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
+from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 LAB_FABRIC = os.path.join(REPO, "inventories", "lab", "fabric.yml")
@@ -71,12 +69,14 @@ class TorLab(object):
         self.pids = []          # (pid, what)
         self.exabgp = {}        # slot key -> Popen
         self.routers = {}       # device name -> {"ns":, "dir":}
-        with open(LAB_FABRIC) as fh:
-            self.topo = load_topology(yaml.safe_load(fh), LAB_FABRIC)
-        self.plan = FabricPlan(self.topo).allocate()
+        self.plan = load_plan(LAB_FABRIC)
+        self.topo = self.plan.topo
         self.rack = next(r for r in self.topo.racks if r.name == rack)
         self.rack_data = self.plan.rack_data(self.rack)
-        self.configs = tor_policy.build_fabric_configs(self.plan, self.options, self.md5_keys)
+        # As the tor_bgp role renders a lab fabric: the storage prefixes are what the spine originates.
+        render_options = dict(self.options)
+        render_options.setdefault("spine_networks", storage_spine_networks(lab_section(self.topo).get("storage", {})))
+        self.configs = tor_policy.build_fabric_configs(self.plan, render_options, self.md5_keys)
 
     # -- helpers --------------------------------------------------------------------------------
     def ns(self, short):
@@ -117,7 +117,7 @@ class TorLab(object):
         self.routers[spine] = {"ns": "spine"}
         # Storage network behind the spine (what the spine originates for the lab).
         self._veth("spine", "stor0", "spine", "stor1")
-        storage = self.topo.lab.get("storage", {})
+        storage = lab_section(self.topo).get("storage", {})
         for fam in ("ipv6", "ipv4"):
             if storage.get(fam):
                 net = storage[fam]

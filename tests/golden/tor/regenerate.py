@@ -8,14 +8,12 @@ from __future__ import annotations
 import os
 import sys
 
-import yaml
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan  # noqa: E402
 
 # Fake keys (test fixtures, not secrets): they show where the per-host key lands.
 CASES = {
@@ -30,10 +28,14 @@ CASES = {
 
 def render_case(name):
     case = CASES[name]
-    with open(os.path.join(REPO, case["fabric"])) as fh:
-        topo = load_topology(yaml.safe_load(fh), case["fabric"])
-    plan = FabricPlan(topo).allocate()
-    return tor_policy.build_fabric_configs(plan, case["options"], case["md5"])
+    plan = load_plan(os.path.join(REPO, case["fabric"]))
+    options = dict(case["options"])
+    # As the tor_bgp role renders a lab fabric: the lab inventory's storage prefixes are what the
+    # spines originate (tor_bgp_spine_networks -> spine_networks).
+    storage = lab_section(plan.topo).get("storage") or {}
+    if storage:
+        options.setdefault("spine_networks", storage_spine_networks(storage))
+    return tor_policy.build_fabric_configs(plan, options, case["md5"])
 
 
 def main():

@@ -3,6 +3,7 @@ import json
 import os
 
 from ansible_collections.netscale.multinic.plugins.module_utils.inventory_model import build_inventory
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import LabInventory
 from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
 
 from fabrics import load_example
@@ -10,7 +11,7 @@ from fabrics import load_example
 
 def test_example_groups_and_hostvars():
     topo = load_topology(load_example("example"), "example")
-    view = build_inventory(topo, "inventories/example/fabric.yml", state_dir="/nonexistent")
+    view = build_inventory(topo, "inventories/example/fabric.yml", extensions=[LabInventory("/nonexistent")])
     assert view.groups["rack_b1_az1_r1"] == "zone_b1_az1"
     assert view.groups["zone_b1_az1"] == "building_b1"
     assert view.groups["building_b1"] == "region_rgn1"
@@ -33,9 +34,23 @@ def test_lab_state_sets_nsenter_only_for_live_pids(tmp_path):
         "lab-r1-h1": {"pid": os.getpid(), "kind": "gpu_host", "started": start_time(os.getpid())},
         "lab-r2-h1": {"pid": os.getpid(), "kind": "gpu_host", "started": 1},  # PID reused by another process
         "lab-r1-h2": {"pid": dead_pid, "kind": "gpu_host"}}}))
-    view = build_inventory(topo, "inventories/lab/fabric.yml", state_dir=str(state_dir))
+    view = build_inventory(topo, "inventories/lab/fabric.yml", extensions=[LabInventory(str(state_dir))])
     live = view.hosts["lab-r1-h1"]["vars"]
     assert live["ansible_connection"] == "community.docker.nsenter" and live["ansible_nsenter_pid"] == os.getpid()
     assert "ansible_connection" not in view.hosts["lab-r1-h2"]["vars"]
     assert "ansible_connection" not in view.hosts["lab-r2-h1"]["vars"]
     assert "lab-storage" in view.hosts and view.hosts["lab-storage"]["groups"] == ["lab_storage"]
+
+
+def test_core_inventory_has_no_lab_additions():
+    topo = load_topology(load_example("lab"), "lab")
+    view = build_inventory(topo, "inventories/lab/fabric.yml")
+    assert "lab-storage" not in view.hosts and "lab_storage" not in view.groups
+    assert all("tor_bgp_spine_networks" not in h["vars"] for h in view.hosts.values())
+
+
+def test_lab_extension_gives_spine_networks_of_the_storage_node():
+    topo = load_topology(load_example("lab"), "lab")
+    view = build_inventory(topo, "inventories/lab/fabric.yml", extensions=[LabInventory("/nonexistent")])
+    networks = view.hosts["lab-spine1"]["vars"]["tor_bgp_spine_networks"]
+    assert networks == {"ipv4": ["198.19.5.0/24"], "ipv6": ["fd00:5::/64"]}

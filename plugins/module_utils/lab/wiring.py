@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build step "links": sysctls, veth pairs, addresses and the hosts' default routes.
+
+veth pairs are created directly inside both namespaces (never visible in the machine's); addresses
+and routes go in as one ``ip -batch`` per node.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name
+
+ROUTER_SYSCTLS = [
+    ("net.ipv6.conf.all.keep_addr_on_down", 1), ("net.ipv6.conf.default.keep_addr_on_down", 1),
+    ("net.ipv4.ip_forward", 1), ("net.ipv6.conf.all.forwarding", 1),
+    ("net.ipv4.fib_multipath_hash_policy", 1), ("net.ipv6.fib_multipath_hash_policy", 1),
+    # As tor_bgp sets on a Linux ToR: dead-carrier next hops leave ECMP groups at once.
+    ("net.ipv4.conf.all.ignore_routes_with_linkdown", 1), ("net.ipv6.conf.all.ignore_routes_with_linkdown", 1),
+    ("net.ipv4.conf.default.ignore_routes_with_linkdown", 1),
+    ("net.ipv6.conf.default.ignore_routes_with_linkdown", 1),
+]
+END_SYSCTLS = [("net.ipv6.conf.all.keep_addr_on_down", 1), ("net.ipv6.conf.default.keep_addr_on_down", 1)]
+
+
+class IpBatch(object):
+    """``ip`` commands collected per node, run as one batch per node."""
+
+    def __init__(self):
+        self.lines = {}
+
+    def add(self, node, line):
+        self.lines.setdefault(node, []).append(line)
+
+    def address(self, node, dev, fam, address, length):
+        self.add(node, "address add %s/%s dev %s%s" % (address, length, dev, " nodad" if fam == "ipv6" else ""))
+
+    def run(self):
+        for node, lines in self.lines.items():
+            run_batch(node, lines)
+
+
+def run_batch(node, lines):
+    if lines:
+        run(["ip", "-n", netns_name(node), "-batch", "-"], input_text="\n".join(lines) + "\n")
+
+
+def nsexec(node, argv, **kw):
+    return run(["nsenter", "--net=/run/netns/%s" % netns_name(node), "--"] + argv, **kw)
+
+
+def set_sysctls(node, pairs):
+    nsexec(node, ["sysctl", "-q", "-w"] + ["%s=%s" % (k, v) for k, v in pairs])
+
+
+def veth(lab, a_node, a_dev, b_node, b_dev):
+    lab.state.add(type="link", netns=netns_name(a_node), dev=a_dev, peer_netns=netns_name(b_node), peer=b_dev)
+    run(["ip", "link", "add", a_dev, "netns", netns_name(a_node), "type", "veth",
+         "peer", "name", b_dev, "netns", netns_name(b_node)])
+
+
+def wire(lab):
+    spec = lab.spec
+    for s in spec.spines:
+        set_sysctls(s["name"], ROUTER_SYSCTLS)
+    for r in spec.racks:
+        set_sysctls(r["tor"]["name"], ROUTER_SYSCTLS)
+    set_sysctls(spec.storage_name, END_SYSCTLS)
+    for h in spec.hosts:
+        set_sysctls(h["name"], END_SYSCTLS)
+    batch = IpBatch()
+    _spine_tor_links(lab, batch)
+    _storage_link(lab, batch)
+    _host_links(lab, batch)
+    batch.run()
+    if lab.host_default_route:
+        for h in spec.hosts:
+            run_batch(h["name"], _default_routes(h))
+
+
+def _spine_tor_links(lab, batch):
+    for s in lab.spec.spines:
+        for d in s["downlinks"]:
+            rack = next(r for r in lab.spec.racks if r["name"] == d["rack"])
+            up = next(u for u in rack["tor"]["uplinks"] if u["spine"] == s["name"])
+            veth(lab, s["name"], d["interface"], d["tor"], up["interface"])
+            for fam in ("ipv6", "ipv4"):
+                if fam in d:
+                    batch.address(s["name"], d["interface"], fam, d[fam]["spine"], d[fam]["length"])
+                    batch.address(d["tor"], up["interface"], fam, d[fam]["tor"], d[fam]["length"])
+            batch.add(s["name"], "link set %s up" % d["interface"])
+            batch.add(d["tor"], "link set %s up" % up["interface"])
+
+
+def _storage_link(lab, batch):
+    spine = lab.spec.spines[0]["name"]
+    storage = lab.spec.storage_name
+    veth(lab, spine, "storage", storage, "eth0")
+    for fam, a in lab.spec.storage_addr.items():
+        batch.address(spine, "storage", fam, a["spine"], a["length"])
+        batch.address(storage, "eth0", fam, a["storage"], a["length"])
+    batch.add(spine, "link set storage up")
+    batch.add(storage, "link set eth0 up")
+    for fam, a in lab.spec.storage_addr.items():
+        batch.add(storage, "route add %s via %s dev eth0" % ("::/0" if fam == "ipv6" else "0.0.0.0/0", a["spine"]))
+
+
+def _host_links(lab, batch):
+    for r in lab.spec.racks:
+        tor = r["tor"]["name"]
+        for h in r["hosts"]:
+            for nic in h["nics"]:
+                veth(lab, tor, nic["tor_port"], h["name"], nic["name"])
+                for fam in ("ipv6", "ipv4"):
+                    if fam in nic["subnet"]:
+                        length = nic["subnet"][fam].split("/")[1]
+                        batch.address(tor, nic["tor_port"], fam, nic["gateway"][fam], length)
+                        batch.address(h["name"], nic["name"], fam, nic["address"][fam], length)
+                batch.add(tor, "link set %s up" % nic["tor_port"])
+                batch.add(h["name"], "link set %s up" % nic["name"])
+
+
+def _default_routes(host):
+    """An ECMP default route over every NIC's gateway, per family."""
+    lines = []
+    for fam in ("ipv6", "ipv4"):
+        hops = " ".join("nexthop via %s dev %s" % (n["gateway"][fam], n["name"])
+                        for n in host["nics"] if fam in n["gateway"])
+        if hops:
+            lines.append("route add %s proto static %s" % ("::/0" if fam == "ipv6" else "0.0.0.0/0", hops))
+    return lines
