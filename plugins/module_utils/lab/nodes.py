@@ -4,8 +4,8 @@
 """Build steps "nodes" and "hosts": the lab's namespaces and what runs in them.
 
 - FRR "boxes" (spine, ToRs) and the storage node: a long-lived holder PID in its own
-  net+mount+uts namespace, with private /etc/frr and /var/run/frr (bind mounts of per-node
-  dirs), a private /run and a fresh sysfs; FRR daemons started inside with default paths, so
+  net+mount+uts namespace, with private /etc/frr, /etc/sysctl.d and /var/run/frr (bind mounts of
+  per-node dirs), a private /run and a fresh sysfs; FRR daemons started inside with default paths, so
   `vtysh` and `frr-reload.py` work there unchanged.
 - GPU hosts: systemd as PID 1 in its own pid/mount/uts/net/ipc/cgroup namespaces, overlayfs
   over the cached base image, pivot_root.
@@ -31,6 +31,7 @@ mount -t tmpfs -o mode=755,nosuid,nodev tmpfs /run
 mkdir -p /run/frr /run/lock
 mount --bind /mnt/run-frr /run/frr
 mount --bind /mnt/etc-frr /etc/frr
+mount --bind /mnt/etc-sysctl.d /etc/sysctl.d
 umount /mnt
 # Drop copies of other namespaces' bind mounts (they would keep those namespaces alive).
 for m in $(findmnt -rn -t nsfs -o TARGET | sort -r); do umount -l "$m" 2>/dev/null || true; done
@@ -108,6 +109,9 @@ def start_boxes(lab):
         for sub in ("etc-frr", "run-frr"):
             os.makedirs(os.path.join(d, sub), exist_ok=True)
             shutil.chown(os.path.join(d, sub), "frr", "frr")
+        # The ToR role persists its sysctls in /etc/sysctl.d: a private one per box, so the lab
+        # never writes the machine's own /etc.
+        os.makedirs(os.path.join(d, "etc-sysctl.d"), exist_ok=True)
         cg = lab.cg_dir(name)
         lab.mkcg(cg)
         p = popen_in_cgroup(

@@ -63,6 +63,8 @@ def molecule(scenario, fabric, **extra):
     assert p.returncode == 0, "molecule test -s %s rc=%d (log %s)\n%s\n%s" % (
         scenario, p.returncode, log, p.stdout[-6000:], p.stderr[-3000:])
     assert leftovers(fabric) == {"netns": [], "cgroups": [], "state": []}
+    # the ToR role's sysctl.d file lands in the lab box's private /etc/sysctl.d, never the machine's
+    assert glob.glob("/etc/sysctl.d/*netscale*") == []
 
 
 @pytest.mark.e2e
