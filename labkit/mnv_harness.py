@@ -61,7 +61,7 @@ def lab_host(name="lab-r1-h2"):
 
 class Harness(object):
     def __init__(self, host="lab-r1-h2", slots=(1,), ttl_mode="gtsm", md5=None, tag=None, prefix="mnv",
-                 tor_sysctls=None):
+                 tor_sysctls=None, bridge=None):
         self.host = lab_host(host)
         # prefix: name prefix of everything created (namespaces, ports, temp dir); tor_sysctls:
         # extra sysctls applied in the ToR namespace before FRR starts (e.g. ignore_routes_with_linkdown)
@@ -81,7 +81,8 @@ class Harness(object):
         self.models = {}
         self.nobody = pwd.getpwnam("nobody")
         self.n = int(self.host["nic_count"])
-        self.bridge = len(self.slots) > 1
+        # bridge: ToR port is a bridge per NIC (None: only when several slots share a NIC subnet)
+        self.bridge = len(self.slots) > 1 if bridge is None else bool(bridge)
 
     # ---------------------------------------------------------------- topology
     def build(self):

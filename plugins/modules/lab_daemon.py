@@ -79,15 +79,13 @@ seconds:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import NODE_ARGUMENT_SPEC, open_lab
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            topology=dict(type="path", required=True),
-            state_root=dict(type="path", default=STATE_ROOT),
+            NODE_ARGUMENT_SPEC,
             node=dict(type="str", required=True),
             daemon=dict(type="str", required=True),
             action=dict(type="str", choices=["kill", "start", "restart"], default="kill"),

@@ -111,15 +111,13 @@ loss:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import NODE_ARGUMENT_SPEC, open_lab
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            topology=dict(type="path", required=True),
-            state_root=dict(type="path", default=STATE_ROOT),
+            NODE_ARGUMENT_SPEC,
             host=dict(type="str", required=True),
             nic=dict(type="str", required=True),
             speed=dict(type="str"),

@@ -28,6 +28,13 @@ def load_yaml(path):
                        "inventories/lab/fabric.yml" % (path, e.strerror))
 
 
+# Options every lab_* module takes (docs: the netscale.multinic.lab_node doc fragment).
+NODE_ARGUMENT_SPEC = {
+    "topology": {"type": "path", "required": True},
+    "state_root": {"type": "path", "default": STATE_ROOT},
+}
+
+
 def open_lab(topology, state_root=STATE_ROOT, **kw):
     path = os.path.abspath(topology)
     plan = plan_topology(load_yaml(path), path)
