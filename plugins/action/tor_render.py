@@ -16,8 +16,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
-from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy import build_fabric_configs, redact
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import write_if_changed
+from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy import build_fabric_configs
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact, write_if_changed
 from ansible_collections.netscale.multinic.plugins.modules.tor_render import ARGUMENT_SPEC
 
 
@@ -70,7 +70,9 @@ class ActionModule(ActionBase):
             sc = cfg["structured"]
             out[name] = {"kind": cfg["kind"], "platform": sc["platform"], "config": cfg_path,
                          "structured_config": sc_path, "counts": sc["counts"],
-                         "sha256": hashlib.sha256(cfg["text"].encode()).hexdigest(),
+                         # of the redacted text: a hash of a keyed config would be an offline
+                         # guessing oracle for a weak key
+                         "sha256": hashlib.sha256(redact(cfg["text"]).encode()).hexdigest(),
                          "sysctls": (sc.get("ecmp_hash") or {}).get("sysctls", {}),
                          "live": bool(sc["capabilities"].get("live"))}
         result.update(changed=bool(written), written=written, devices=out, dest=dest)

@@ -83,7 +83,8 @@ written:
   type: list
   elements: str
 devices:
-  description: Per device its kind, platform, config path, sha256 of the config, session counts and
+  description: Per device its kind, platform, config path, sha256 of the config with its secrets redacted (no
+    key-derived value leaves the plugin), session counts and
     the sysctls the platform needs for L4 ECMP hashing.
   returned: always
   type: dict
