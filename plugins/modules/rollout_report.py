@@ -92,6 +92,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.report import model
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
 
 def main():
@@ -114,13 +115,17 @@ def main():
         node = data.get("node") or snap.get("node") or "unknown"
         wave = re.sub(r"[^A-Za-z0-9_.-]", "_", str(data.get("wave") or "none"))
         sdir = os.path.join(directory, "snapshots", wave)
-        os.makedirs(sdir, exist_ok=True)
         path = os.path.join(sdir, "%s.json" % re.sub(r"[^A-Za-z0-9_.-]", "_", node))
-        with open(path, "w") as f:
-            json.dump(snap, f, indent=1, sort_keys=True, default=str)
+        # A ToR's running config carries MD5 keys: the stored snapshot is redacted and 0600.
+        atomic_write(path, json.dumps(redact(snap), indent=1, sort_keys=True, default=str), mode=0o600)
         data.setdefault("node", node)
         data["path"] = os.path.relpath(path, directory)
         data.setdefault("kind", snap.get("kind"))
+        # A snapshot that failed (node unreachable, command error) is recorded, never fatal: it
+        # must not stop the rollback that follows it.
+        data["captured"] = not (snap.get("failed") or snap.get("unreachable"))
+        if not data["captured"]:
+            data["error"] = redact(str(snap.get("msg") or "snapshot failed"))[:500]
     if p["event"] == "start":
         data.setdefault("check_mode", module.check_mode)
     model.apply_event(report, p["event"], data)
