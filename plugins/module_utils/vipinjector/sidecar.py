@@ -327,8 +327,13 @@ class Helper(object):
             for link in _ip_json(["addr", "show"]):
                 for a in link.get("addr_info", []):
                     local.add(a.get("local"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            # Fail closed: an ownership check that could not run is not a pass.
             self.log("cannot list local addresses: %s" % exc)
+            self.core.set_refused(self.core.refused + [{
+                "kind": "task-ip-unverified", "value": str(exc)[:200],
+                "message": "cannot list this namespace's addresses (%s): refusing to announce a task IP "
+                           "it could not verify" % str(exc)[:200]}])
             return
         missing = [str(p.network_address) for p in self.alloc.prefixes if str(p.network_address) not in local]
         if missing:

@@ -254,3 +254,30 @@ def test_prometheus_text(inst):
 def test_parse_api_command():
     p = rt.parse_api_command("neighbor 198.18.0.1 withdraw route 198.18.0.9")
     assert str(p["prefix"]) == "198.18.0.9/32" and p["action"] == "withdraw"
+
+
+# ------------------------------------------------------------------ fail closed
+@pytest.mark.parametrize("error", [OSError("ip: not found"), ValueError("not JSON"),
+                                   __import__("subprocess").TimeoutExpired(["ip"], 2.0)])
+def test_task_ip_check_that_cannot_run_refuses(inst, monkeypatch, error):
+    from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import sidecar
+    cfg = json.loads(inst["files"]["helper.json"])
+    cfg["require_local_task_ip"] = True
+
+    def failing(args, timeout=2.0):
+        raise error
+    monkeypatch.setattr(sidecar, "_ip_json", failing)
+    helper = sidecar.Helper(cfg, log=open(os.devnull, "w"))
+    helper.check_task_ip_local()
+    assert [r["kind"] for r in helper.core.refused] == ["task-ip-unverified"]
+    assert helper.core.status()["guard"]["refused"]
+
+
+def test_task_ip_check_refuses_an_address_not_held(inst, monkeypatch):
+    from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import sidecar
+    cfg = json.loads(inst["files"]["helper.json"])
+    cfg["require_local_task_ip"] = True
+    monkeypatch.setattr(sidecar, "_ip_json", lambda args, timeout=2.0: [{"addr_info": [{"local": "fd00:99::1"}]}])
+    helper = sidecar.Helper(cfg, log=open(os.devnull, "w"))
+    helper.check_task_ip_local()
+    assert [r["kind"] for r in helper.core.refused] == ["task-ip-not-local"]
