@@ -21,6 +21,7 @@ import re
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact
 
 __all__ = [
     "GuardError",
@@ -286,6 +287,37 @@ def scan_exabgp_config(text, allocation):
     # for the same section to keep the report short.
     if any(f["kind"] in ("foreign-prefix", "static-route") for f in findings):
         findings = [f for f in findings if f["kind"] != "route-keyword"]
+    return findings
+
+
+def compare_with_rendered(text, rendered):
+    """Findings where a configuration is not exactly the one the role rendered.
+
+    ``rendered`` is the rendered configuration with its secrets redacted (the role writes it into
+    the helper's JSON beside the real file); ``text`` is redacted the same way before the lines are
+    compared, so no key is needed here. A second ``process`` block, an ``include``, a static route,
+    another neighbour: any line the role did not write is refused, with the first such line named.
+    """
+    have = redact(text or "").splitlines()
+    want = redact(rendered or "").splitlines()
+    if have == want:
+        return []
+    for number, (line, expected) in enumerate(zip(have + [None] * len(want), want + [None] * len(have)), 1):
+        if line != expected:
+            return [{"kind": "not-rendered", "value": "line %d: %s" % (number, line if line is not None else "(end)"),
+                     "message": "configuration line %d is %r, the role rendered %r: only the rendered "
+                                "configuration may run" % (number, line, expected)}]
+    return []
+
+
+def config_findings(text, helper_cfg, allocation=None):
+    """The whole guard over a configuration text: not exactly what was rendered (when the helper's
+    JSON carries the rendering) plus anything announced outside the API."""
+    allocation = allocation or Allocation(helper_cfg["allocation"], helper_cfg["sessions"])
+    findings = []
+    if "exabgp_config_rendered" in helper_cfg:
+        findings.extend(compare_with_rendered(text, helper_cfg["exabgp_config_rendered"]))
+    findings.extend(scan_exabgp_config(text, allocation))
     return findings
 
 

@@ -21,6 +21,7 @@ import tempfile
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.guard import (
     Allocation, GuardError, scan_exabgp_config)
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact
 
 DEFAULTS = {
     "install_dir": "/opt/netscale-vipinjector",
@@ -340,6 +341,9 @@ def render_instance(host, slot, options=None):
     findings = check_config_text(conf, hc)
     if findings:
         raise GuardError("; ".join(f["message"] for f in findings))
+    # The helper runs only this configuration: it compares the live file with it, line by line
+    # (redacted on both sides, so no key is stored here).
+    hc["exabgp_config_rendered"] = redact(conf)
     return {
         "model": m,
         "files": {

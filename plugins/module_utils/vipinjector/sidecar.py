@@ -34,7 +34,7 @@ import threading
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.guard import (
-    Allocation, GuardError, HelperCore, prometheus_text, scan_exabgp_config)
+    Allocation, GuardError, HelperCore, config_findings, prometheus_text)
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 
@@ -313,7 +313,7 @@ class Helper(object):
         except OSError as exc:
             self.core.set_refused([{"kind": "unreadable-config", "value": path, "message": str(exc)}])
             return
-        findings = scan_exabgp_config(text, self.alloc)
+        findings = config_findings(text, self.cfg, self.alloc)
         if findings:
             for fnd in findings:
                 self.log("guard: REFUSED %s" % fnd["message"])
@@ -430,9 +430,8 @@ class Helper(object):
 
 def check_config_main(helper_cfg, exabgp_conf):
     """``--check-config``: the guard run before ExaBGP starts (systemd ExecStartPre)."""
-    alloc = Allocation(helper_cfg["allocation"], helper_cfg["sessions"])
     with open(exabgp_conf) as f:
-        findings = scan_exabgp_config(f.read(), alloc)
+        findings = config_findings(f.read(), helper_cfg)
     for fnd in findings:
         sys.stderr.write("vipinjector guard: REFUSED %s\n" % fnd["message"])
     return 1 if findings else 0

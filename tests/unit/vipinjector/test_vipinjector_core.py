@@ -281,3 +281,51 @@ def test_task_ip_check_refuses_an_address_not_held(inst, monkeypatch):
     helper = sidecar.Helper(cfg, log=open(os.devnull, "w"))
     helper.check_task_ip_local()
     assert [r["kind"] for r in helper.core.refused] == ["task-ip-not-local"]
+
+
+# ------------------------------------------------------------------ only the rendered config runs
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_ATTACKS = [
+    'process rogue {\n    run /bin/sh -c "echo announce route 198.18.9.9/32 next-hop self";\n    encoder text;\n}',
+    "    api { processes [ vipinjector rogue ]; }",
+    "include /tmp/more.conf;",
+    "    static { route 198.18.0.8/32 next-hop self; }",
+    "neighbor fd00:10::99 { local-as 1; peer-as 2; }",
+    "    flow { route x { match { destination 198.18.0.0/15; } then { discard; } } }",
+    "    announce { ipv6 { unicast ::ffff:198.18.3.3/128 next-hop self; } }",
+    "",
+    "#",
+]
+
+
+def test_the_rendered_config_passes_the_guard(inst):
+    cfg = json.loads(inst["files"]["helper.json"])
+    from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import guard
+    assert guard.config_findings(inst["files"]["exabgp.conf"], cfg) == []
+    assert "k#ey-1" not in inst["files"]["helper.json"], "the helper's copy of the rendering is redacted"
+
+
+def test_a_second_process_is_refused_and_named(inst):
+    from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import guard
+    cfg = json.loads(inst["files"]["helper.json"])
+    conf = inst["files"]["exabgp.conf"] + _ATTACKS[0] + "\n"
+    findings = guard.config_findings(conf, cfg)
+    assert findings[0]["kind"] == "not-rendered" and "process rogue" in findings[0]["value"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(attack=st.sampled_from(_ATTACKS), where=st.floats(min_value=0, max_value=1),
+       replace=st.booleans())
+def test_any_line_the_role_did_not_write_is_refused(inst, attack, where, replace):
+    from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import guard
+    cfg = json.loads(inst["files"]["helper.json"])
+    lines = inst["files"]["exabgp.conf"].splitlines()
+    at = int(where * (len(lines) - 1))
+    if replace:
+        if lines[at] == attack:
+            return
+        lines[at] = attack
+    else:
+        lines.insert(at, attack)
+    assert guard.config_findings("\n".join(lines) + "\n", cfg), (at, attack)
