@@ -11,7 +11,7 @@ Only naming and the bridged ToR ports differ from ``labkit/mnv_harness.py`` (its
 
 from __future__ import annotations
 
-from labkit.mnv_harness import Harness, sh  # noqa: F401  (sh: used by the tests through this module)
+from labkit.mnv_harness import Harness
 
 
 class MnrHarness(Harness):

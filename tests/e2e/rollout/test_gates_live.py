@@ -16,7 +16,8 @@ import time
 import pytest
 import yaml
 
-from mnr_harness import MnrHarness, sh
+from labkit.mnv_harness import sh
+from mnr_harness import MnrHarness
 
 pytestmark = pytest.mark.e2e
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
