@@ -11,6 +11,8 @@ Only naming and the bridged ToR ports differ from ``labkit/mnv_harness.py`` (its
 
 from __future__ import annotations
 
+import os
+
 from labkit.mnv_harness import Harness
 
 
@@ -19,3 +21,9 @@ class MnrHarness(Harness):
 
     def __init__(self, host="lab-r1-h2", slots=(1,), ttl_mode="gtsm", md5=None, tag=None):
         super().__init__(host, slots, ttl_mode=ttl_mode, md5=md5, tag=tag, prefix="mnr", bridge=True)
+
+    def vtysh_argv(self):
+        return ["vtysh", "--vty_socket", self.frr_dir]
+
+    def runtime_dir(self):
+        return os.path.join(self.tmp, "run")
