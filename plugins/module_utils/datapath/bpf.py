@@ -20,6 +20,7 @@ import subprocess
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath.spec import EBPF_MAX_NICS
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 PIN_SUBDIR = "netscale-multinic"
@@ -27,7 +28,7 @@ TC_PREF = 1100
 TC_HANDLE = "0x4d4e"
 PROG_NIC = "mn_nic_ingress"
 PROG_VETH = "mn_veth_ingress"
-MAX_NICS = 8
+MAX_NICS = EBPF_MAX_NICS
 AF_INET = 2
 AF_INET6 = 10
 STATS = ("in_redirect", "in_pass", "out_redirect", "out_failover", "out_local", "out_pass",

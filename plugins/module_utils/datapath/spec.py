@@ -19,6 +19,12 @@ GW6 = "fe80::1"
 GW4 = "169.254.1.1"
 # Policy routing (both modes): per host-side veth, first the main table without its default
 # route, then the NIC's own table.
+# Sizes of the eBPF program's maps (roles/host_datapath/files/bpf/multinic_datapath.c; a unit test
+# keeps them equal): the NIC array, one mn_veth entry per (slot, NIC), and up to four mn_ingress
+# entries per (slot, NIC) (its two NIC-subnet addresses and the slot's two task IPs).
+EBPF_MAX_NICS = 8
+EBPF_VETH_ENTRIES = 1024
+EBPF_INGRESS_ENTRIES = 8192
 RULE_PREF_MAIN = 1100
 RULE_PREF_NIC = 1101
 TABLE_BASE = 1100
@@ -184,6 +190,8 @@ def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pr
                     v[fam] = a
             entry["nics"].append(v)
         slots.append(entry)
+    if ebpf:
+        _check_ebpf_limits(host["name"], len(nics), len(slots))
     return {
         "host": host["name"],
         "ebpf": bool(ebpf),
@@ -195,6 +203,24 @@ def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pr
         "gw4": GW4,
         "gw6": GW6,
     }
+
+
+def _check_ebpf_limits(name, nic_count, slot_count):
+    """The eBPF datapath's maps are sized at build time: refuse a host that does not fit, before
+    anything is changed, instead of writing past an array (the topology allows up to 16 NICs)."""
+    fix = ("Fix: deploy this host with host_datapath_ebpf: false (kernel forwarding has no such limit), "
+           "or plan fewer NICs or task slots for it.")
+    if nic_count > EBPF_MAX_NICS:
+        raise DatapathInputError("multinic_host.nics: host %s has %d NICs; the eBPF datapath supports at most %d "
+                                 "(mn_nics). %s" % (name, nic_count, EBPF_MAX_NICS, fix))
+    if slot_count * nic_count > EBPF_VETH_ENTRIES:
+        raise DatapathInputError("multinic_host.slots: host %s has %d slots x %d NICs = %d veths; the eBPF datapath "
+                                 "holds at most %d (mn_veth). %s" % (name, slot_count, nic_count,
+                                                                     slot_count * nic_count, EBPF_VETH_ENTRIES, fix))
+    if 4 * slot_count * nic_count > EBPF_INGRESS_ENTRIES:
+        raise DatapathInputError("multinic_host.slots: host %s needs %d ingress entries (4 per slot and NIC); the "
+                                 "eBPF datapath holds at most %d (mn_ingress). %s"
+                                 % (name, 4 * slot_count * nic_count, EBPF_INGRESS_ENTRIES, fix))
 
 
 def nic_pattern(spec):

@@ -77,3 +77,47 @@ def test_map_encoding(plan):
     veth_if, dmac, smac = struct.unpack("<I6s6s", m["mn_ingress"][key])
     assert veth_if == host_links["ms1-eth1"]["ifindex"]
     assert len(key) == 24 and len(m["mn_ingress"][key]) == 16
+
+
+def _grown(host, nics=None, slots=None):
+    """The plan entry of ``host`` with its NIC list / slot list repeated to the given counts."""
+    h = copy.deepcopy(host)
+    if nics:
+        base = h["nics"][0]
+        h["nics"] = [dict(copy.deepcopy(base), index=i, name="eth%d" % i) for i in range(nics)]
+        for slot in h["slots"]:
+            first = slot["nics"][0]
+            slot["nics"] = [dict(copy.deepcopy(first), index=i) for i in range(nics)]
+    if slots:
+        first = h["slots"][0]
+        h["slots"] = [dict(copy.deepcopy(first), slot=i + 1) for i in range(slots)]
+    return h
+
+
+def test_ebpf_limits_agree_with_the_program():
+    import os
+    import re
+    src = open(os.path.join("roles", "host_datapath", "files", "bpf", "multinic_datapath.c")).read()
+    assert int(re.search(r"#define MN_MAX_NICS (\d+)", src).group(1)) == S.EBPF_MAX_NICS == bpf.MAX_NICS
+
+    def entries(name):
+        block = re.search(r"struct \{([^}]*)\} %s SEC" % name, src).group(1)
+        return int(re.search(r"max_entries, (\d+)", block).group(1))
+    assert entries("mn_veth") == S.EBPF_VETH_ENTRIES
+    assert entries("mn_ingress") == S.EBPF_INGRESS_ENTRIES
+
+
+def test_more_nics_than_the_ebpf_datapath_holds_is_refused_naming_host_and_limit(plan):
+    h = _grown(plan["lab-r1-h2"], nics=9)
+    with pytest.raises(S.DatapathInputError) as err:
+        S.build_spec(h, ebpf=True)
+    text = str(err.value)
+    assert "lab-r1-h2 has 9 NICs" in text and "at most 8" in text and "host_datapath_ebpf: false" in text
+    assert len(S.build_spec(h, ebpf=False)["nics"]) == 9, "kernel forwarding has no such limit"
+    assert len(S.build_spec(_grown(plan["lab-r1-h2"], nics=8), ebpf=True)["nics"]) == 8
+
+
+def test_slots_times_nics_beyond_mn_veth_is_refused(plan):
+    h = _grown(plan["lab-r1-h2"], nics=8, slots=129)
+    with pytest.raises(S.DatapathInputError, match=r"129 slots x 8 NICs = 1032 veths.*at most 1024 \(mn_veth\)"):
+        S.build_spec(h, ebpf=True)
