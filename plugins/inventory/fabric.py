@@ -51,19 +51,13 @@ EXAMPLES = r"""
 # ansible -i inventories/example/fabric.yml gpu_hosts -m ansible.builtin.debug -a var=multinic_host.nics
 """
 
-import os
-
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin
 from ansible.module_utils.common.text.converters import to_native
 
 try:
     from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-    from ansible_collections.netscale.multinic.plugins.module_utils.inventory_model import build_inventory
-    from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import LabInventory
-    from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import STATE_DIR_OPTION
-    from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
-    from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import plan_topology
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import fabric_view
     HAS_NETADDR = True
     import netaddr  # noqa: F401  pylint: disable=unused-import
 except ImportError:
@@ -86,11 +80,8 @@ class InventoryModule(BaseInventoryPlugin):
             raise AnsibleParserError("%s is not a fabric topology (plugin: %s missing)" % (path, self.NAME))
         # The file is both the plugin's config and the topology: lab_state_dir, the only option, is an
         # add-on key of the topology that the lab's inventory extension reads.
-        topo_data = _plain(data)
         try:
-            plan = plan_topology(topo_data, source=path)
-            lab = LabInventory(topo_data.get(STATE_DIR_OPTION) or STATE_ROOT)
-            view = build_inventory(plan.topo, os.path.abspath(path), plan=plan, extensions=[lab])
+            view = fabric_view(data, path)
         except MultinicError as exc:
             raise AnsibleParserError(to_native(exc))
         for group, parent in sorted(view.groups.items()):
@@ -105,13 +96,3 @@ class InventoryModule(BaseInventoryPlugin):
             for key, value in entry["vars"].items():
                 self.inventory.set_variable(host, key, value)
 
-
-def _plain(value):
-    """Ansible's YAML loader returns tagged str/dict/list subclasses; the core wants plain types."""
-    if isinstance(value, dict):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
