@@ -164,7 +164,10 @@ class AwxRunner(object):
         self.verbosity = verbosity
         self.vault_password_file = vault_password_file
         self.extra_vars = dict(extra_vars or {})
-        self._next_id = 100
+        # job ids go on from the jobs already in ``work`` (one id space per work dir, as on one AWX)
+        taken = [int(d[4:]) for d in (os.listdir(work) if os.path.isdir(work) else [])
+                 if d.startswith("job_") and d[4:].isdigit()]
+        self._next_id = max(taken + [100])
         self._lock = threading.Lock()
         self.jobs = []
 
