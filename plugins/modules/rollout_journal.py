@@ -48,9 +48,24 @@ options:
     type: list
     elements: path
     default: []
-  computed:
-    description: Wave plan computed from the inventory (C(netscale.multinic.rollout_waves) output); used only when
-      the journal is new.
+  hosts:
+    description: >-
+      GPU hosts of the inventory in order (C(name), C(rack)); the waves are computed from them only when
+      the journal is new, then frozen.
+    type: list
+    elements: dict
+    default: []
+  canary:
+    description: Canary spec (C(rollout_canary)); used only when the journal is new.
+    type: dict
+    default: {}
+  waves:
+    description: Cumulative fleet waves (C(rollout_waves)); used only when the journal is new.
+    type: list
+    elements: raw
+    default: ["5%", "25%", "100%"]
+  rack_tors:
+    description: ToR of each rack (a dict rack -> ToR); the plan returns the ToRs of every rack of the rollout.
     type: dict
     default: {}
   start_wave:
@@ -66,33 +81,31 @@ options:
     type: bool
     default: false
   skip_tors:
-    description: This job does not touch ToRs; refuse unless every ToR in O(tors) is recorded configured.
+    description: This job does not touch ToRs; refuse unless the ToR of every rack of the rollout is recorded configured.
     type: bool
     default: false
   present:
     description: GPU hosts in this job's inventory (an AWX slice); waves are restricted to them. Omit for all.
     type: list
     elements: str
-  tors:
-    description: ToRs of the plan (all racks).
-    type: list
-    elements: str
-    default: []
   meta:
     description: Job facts kept in the journal (AWX job id, user, check mode).
     type: dict
     default: {}
   record:
-    description: Kind of record for V(record).
+    description: Kind of record for V(record) (or C(_record) in each of O(items)).
     type: str
     choices: [host, tor, wave, gate, event]
   data:
-    description: The record (V(host) - hosts, state, wave, errors; V(tor) - name, state, backup; V(wave) - name,
+    description: >-
+      The record (V(host) - hosts, state, wave, errors; V(tor) - name, state, backup; V(wave) - name,
       verdict, hosts, unreachable; V(event) - kind, message).
     type: dict
     default: {}
   items:
-    description: Several records of the same kind (for example every gate result of a wave).
+    description: >-
+      Several records, in order (for example every gate result of a wave); an item's C(_record) key
+      overrides O(record) for that item.
     type: list
     elements: dict
     default: []
@@ -117,7 +130,9 @@ EXAMPLES = r"""
     rollout_id: "{{ rollout_id }}"
     job: "{{ rollout_run_id }}"
     plan_paths: ["{{ rollout_intended_dir }}/{{ fabric_name }}/plan"]
-    computed: "{{ computed_plan }}"
+    hosts: "{{ groups['gpu_hosts'] | map('extract', hostvars, 'multinic_host') | list }}"
+    canary: "{{ rollout_canary }}"
+    waves: "{{ rollout_waves }}"
   delegate_to: localhost
   run_once: true
   register: journal
@@ -170,6 +185,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as jr
 
 
@@ -182,19 +198,21 @@ def main():
             job=dict(type="str"),
             action=dict(type="str", default="rollout", choices=["rollout", "rollback"]),
             plan_paths=dict(type="list", elements="path", default=[]),
-            computed=dict(type="dict", default={}),
+            hosts=dict(type="list", elements="dict", default=[]),
+            canary=dict(type="dict", default={}),
+            waves=dict(type="list", elements="raw", default=["5%", "25%", "100%"]),
+            rack_tors=dict(type="dict", default={}),
             start_wave=dict(type="str", default=""),
             end_wave=dict(type="str", default=""),
             allow_plan_change=dict(type="bool", default=False),
             skip_tors=dict(type="bool", default=False),
             present=dict(type="list", elements="str"),
-            tors=dict(type="list", elements="str", default=[]),
             meta=dict(type="dict", default={}),
             record=dict(type="str", choices=["host", "tor", "wave", "gate", "event"]),
             data=dict(type="dict", default={}),
             items=dict(type="list", elements="dict", default=[]),
         ),
-        required_if=[("op", "open", ["job"]), ("op", "record", ["job", "record"])],
+        required_if=[("op", "open", ["job"]), ("op", "record", ["job"])],
         supports_check_mode=True,
     )
     p = module.params
@@ -216,28 +234,46 @@ def main():
                 result["rollback"] = jr.rollback_plan(rec)
                 jr.append(doc, "open", {"rollout_id": rid, "action": "rollback", "meta": p["meta"]})
             else:
-                phash = jr.plan_hash(p["plan_paths"]) if p["plan_paths"] else None
+                try:
+                    phash = jr.plan_hash(p["plan_paths"]) if p["plan_paths"] else None
+                except jr.JournalError:
+                    if not module.check_mode:
+                        raise
+                    phash = None   # check mode did not write the plan
                 plan, ev, notes = jr.open_plan(
-                    rec, p["computed"], phash, start_wave=p["start_wave"] or None, end_wave=p["end_wave"] or None,
+                    rec, phash, hosts=p["hosts"], canary=p["canary"], waves_spec=p["waves"],
+                    start_wave=p["start_wave"] or None, end_wave=p["end_wave"] or None,
                     allow_plan_change=p["allow_plan_change"], skip_tors=p["skip_tors"], present=p["present"],
-                    tors=p["tors"])
+                    rack_tors=p["rack_tors"])
                 ev["meta"] = p["meta"]
                 ev["action"] = "rollout"
                 jr.append(doc, "open", ev)
                 result.update(plan=plan, notes=notes, new=ev["new"], plan_hash=phash)
         else:
-            items = list(p["items"]) or [p["data"]]
+            items = []
+            for item in list(p["items"]) or [p["data"]]:
+                item = dict(item)
+                kind = item.pop("_record", None) or p["record"]
+                if kind == "tor" and "names" in item:   # one ToR record per name
+                    names = item.pop("names") or []
+                    items.extend(dict(item, name=n, _record=kind) for n in names)
+                else:
+                    items.append(dict(item, _record=kind))
             for item in items:
-                jr.check_event(rec, p["record"], item)
-                jr.append(doc, p["record"], item)
+                kind = item.pop("_record")
+                if kind not in jr.EVENT_TYPES[1:]:
+                    raise jr.JournalError("record %r: give record (host, tor, wave, gate, event) or _record in the item"
+                                          % (kind,))
+                jr.check_event(rec, kind, item)
+                jr.append(doc, kind, item)
                 rec = jr.replay(jr.merge(others + [doc]))
         if not module.check_mode:
             jr.save(path, doc)
         rec = jr.replay(jr.merge(others + [doc]))
         result.update(record=rec, summary=jr.summary(rec), dir=os.path.dirname(path))
         module.exit_json(**result)
-    except jr.JournalError as exc:
-        module.fail_json(msg=str(exc), path=jr.rollout_dir(p["dir"], p["rollout_id"])
+    except (jr.JournalError, waves.WaveError) as exc:
+        module.fail_json(msg=str(exc), journal_dir=jr.rollout_dir(p["dir"], p["rollout_id"])
                          if jr._ID_RE.match(str(p["rollout_id"])) else p["dir"])
 
 

@@ -31,6 +31,7 @@ import re
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves as waves_mod
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
 FORMAT = 1
@@ -40,7 +41,7 @@ TOR_STATES = ("pending", "configuring", "backed_up", "configured", "restored", "
 # excluded host may be retried (deploying) or rolled back; a rolled-back host may be deployed again
 # (resume of its wave). Same state again is always allowed (a re-run records the same fact).
 HOST_TRANSITIONS = {
-    "pending": {"deploying", "rolled_back"},
+    "pending": {"deploying", "rolled_back", "failed"},
     "deploying": {"deployed", "failed", "rolled_back"},
     "deployed": {"passed", "failed", "rolled_back", "deploying"},
     "passed": {"rolled_back", "deploying", "failed"},
@@ -62,6 +63,7 @@ ROLLBACK_HOST_STATES = ("deploying", "deployed", "passed", "failed", "unreachabl
 ROLLBACK_TOR_STATES = ("configuring", "backed_up", "configured", "failed")
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 EVENT_TYPES = ("open", "host", "tor", "wave", "gate", "event")
+GATE_KEYS = ("gate", "name", "target", "verdict", "reason", "values", "evidence", "seconds", "wave", "attempts")
 
 
 class JournalError(MultinicError):
@@ -126,7 +128,10 @@ def append(doc, etype, data, now=None):
     if etype not in EVENT_TYPES:
         raise JournalError("journal event type %r: use one of %s" % (etype, ", ".join(EVENT_TYPES)))
     now = time.time() if now is None else now
-    ev = dict(redact(dict(data or {})))
+    data = dict(data or {})
+    if etype == "gate":   # the verdict and its values; per-measurement detail stays in the report
+        data = dict((k, v) for k, v in data.items() if k in GATE_KEYS)
+    ev = dict(redact(data))
     ev["type"] = etype
     ev["seq"] = len(doc["events"])
     ev["t"] = round(float(now), 6)
@@ -172,7 +177,7 @@ def check_event(rec, etype, data):
     """Raise :class:`JournalError` when recording ``data`` would make a transition the rollout never
     makes (a bug in the playbook, not an operator error). Reading stays lenient."""
     if etype == "host":
-        for name in data.get("hosts") or [data.get("name")]:
+        for name in (data["hosts"] if "hosts" in data else [data.get("name")]):
             if data.get("state") not in HOST_STATES:
                 raise JournalError("host %s: state %r: use one of %s" % (name, data.get("state"), ", ".join(HOST_STATES)))
             cur = rec["hosts"].get(name)
@@ -212,7 +217,7 @@ def replay(events):
                                 "start_wave": ev.get("start_wave"), "meta": ev.get("meta") or {}})
             rec["cancelled"] = None
         elif t == "host":
-            for name in ev.get("hosts") or [ev.get("name")]:
+            for name in (ev["hosts"] if "hosts" in ev else [ev.get("name")]):
                 cur = rec["hosts"].get(name)
                 entry = cur or {"wave": ev.get("wave"), "error": ""}
                 entry.update({"state": ev["state"], "updated": ev.get("t"), "job": job})
@@ -280,40 +285,38 @@ def _plan_view(waves, skipped, deferred, present):
             "wave_of": dict((h, w["name"]) for w in run for h in w["hosts"])}
 
 
-def open_plan(rec, computed, plan_hash_now, start_wave=None, end_wave=None, allow_plan_change=False,
-              skip_tors=False, present=None, tors=None):
-    """What this job runs. ``rec``: the record so far (:func:`replay`, possibly empty). ``computed``:
-    the wave plan computed from the inventory (``plan_waves`` output; used only for a new journal).
-    ``present``: GPU hosts in this job's inventory (a slice); None = all. Returns ``(plan, open_event,
-    notes)``; raises :class:`JournalError` with the fix when the job must not run."""
+def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, start_wave=None, end_wave=None,
+              allow_plan_change=False, skip_tors=False, present=None, rack_tors=None):
+    """What this job runs. ``rec``: the record so far (:func:`replay`, possibly empty). ``hosts``,
+    ``canary``, ``waves_spec``: the inventory's GPU hosts (``{name, rack}``) and the wave settings, used
+    only when the journal is new (then the waves are computed and frozen). ``present``: GPU hosts in
+    this job's inventory (an AWX slice); None = all. ``rack_tors``: ``{rack: tor}``.
+
+    Returns ``(plan, open_event, notes)``; ``plan`` has the shape of ``gates.waves.plan_waves`` plus
+    ``tors`` (the ToRs of every rack of the rollout). Raises :class:`JournalError` with the fix when the
+    job must not run."""
     notes = []
-    new = not rec["waves"]
     rid = rec.get("id")
+    rack_tors = dict(rack_tors or {})
+    new = not rec["waves"]
     if new:
+        computed = waves_mod.plan_waves(list(hosts or []), canary or None, list(waves_spec or ["5%", "25%", "100%"]))
         waves = [dict(name=w["name"], hosts=list(w["hosts"]), racks=list(w.get("racks") or []))
-                 for w in list(computed.get("skipped") or []) + list(computed.get("waves") or [])
-                 + list(computed.get("deferred") or [])]
-        if computed.get("skipped"):
+                 for w in computed["waves"]]
+        first = waves[0]["name"]
+        if start_wave and start_wave != first:
             raise JournalError(
-                "rollout_start_wave=%r with a new rollout id: no journal records that the waves before it (%s) "
-                "passed. Resume with the id of the run that did them: -e rollout_id=<id> (printed at the start "
-                "of every run and in its report), or start from the first wave"
-                % (start_wave, ", ".join(w["name"] for w in computed["skipped"])))
+                "rollout_start_wave=%r with a new rollout id (%s): no journal records that the waves before it "
+                "passed. Resume with the id of the run that did them: -e rollout_id=<id> (printed at the start of "
+                "every run and in its report), or start from the first wave (%s)" % (start_wave, rid, first))
         if skip_tors:
             raise JournalError(
-                "rollout_skip_tors=true with a new rollout id: no journal records the ToRs as configured. "
-                "Run the ToR phase first (the canary job) and give this job the same rollout_id "
-                "(AWX workflows pass awx_workflow_job_id, which names it)")
-        names = [w["name"] for w in waves]
-        run_from = names.index(computed["waves"][0]["name"]) if computed.get("waves") else len(names)
-        run_to = run_from + len(computed.get("waves") or [])
-        plan = _plan_view(waves[run_from:run_to], [], waves[run_to:], present)
-        plan["deferred"] = waves[run_to:]
-        ev = {"rollout_id": rid, "plan_hash": plan_hash_now, "waves": waves, "tors": list(tors or []),
-              "start_wave": plan["waves"][0]["name"] if plan["waves"] else None, "new": True}
-        return plan, ev, notes
+                "rollout_skip_tors=true with a new rollout id (%s): no journal records the ToRs as configured. "
+                "Run the ToR phase first (the canary job) and give this job the same rollout_id (AWX workflows "
+                "pass awx_workflow_job_id, which names it)" % rid)
+        rec = dict(rec, waves=waves, hosts=dict((h, {"state": "pending"}) for w in waves for h in w["hosts"]))
     consented = False
-    if rec["plan_hash"] and plan_hash_now and plan_hash_now != rec["plan_hash"]:
+    if not new and rec["plan_hash"] and plan_hash_now and plan_hash_now != rec["plan_hash"]:
         if not allow_plan_change:
             raise JournalError(
                 "rollout %s: the plan changed since the journal started (plan hash %s... recorded, %s... now); "
@@ -352,28 +355,41 @@ def open_plan(rec, computed, plan_hash_now, start_wave=None, end_wave=None, allo
     end = len(names)
     if end_wave:
         if end_wave not in names:
-            raise JournalError("rollout_end_wave=%r: no such wave in rollout %s (recorded waves: %s)"
+            raise JournalError("rollout_end_wave=%r: no such wave in rollout %s (waves: %s)"
                                % (end_wave, rid, ", ".join(names)))
         end = names.index(end_wave) + 1
+    racks = []
+    for w in waves:
+        for r in w.get("racks") or []:
+            if r not in racks:
+                racks.append(r)
+    unknown = [r for r in racks if r not in rack_tors]
+    if rack_tors and unknown:
+        raise JournalError("racks %s of rollout %s have no ToR in the inventory (group tors, multinic_rack.name); "
+                           "every job needs the ToRs in its inventory" % (", ".join(map(str, unknown)), rid))
+    tors = [rack_tors[r] for r in racks if r in rack_tors]
     if skip_tors:
-        racks = set(r for w in waves for r in w.get("racks") or [])
-        want = sorted(tors or rec["tors"].keys())
-        bad = [t for t in want if rec["tors"].get(t, {}).get("state") != "configured"]
-        if bad or not want:
+        bad = [t for t in tors if rec["tors"].get(t, {}).get("state") != "configured"]
+        if bad or not tors:
             raise JournalError(
                 "rollout %s: rollout_skip_tors=true but the journal does not record these ToRs as configured: %s "
                 "(racks %s). Run the ToR phase (the canary job, or this playbook without rollout_skip_tors) with "
                 "-e rollout_id=%s first" % (rid, ", ".join("%s=%s" % (t, rec["tors"].get(t, {}).get("state", "none"))
-                                                             for t in bad) or "none recorded",
-                                            ", ".join(sorted(str(r) for r in racks)), rid))
+                                                             for t in bad) or "no ToR known",
+                                            ", ".join(str(r) for r in racks), rid))
     plan = _plan_view(waves[idx:end], waves[:idx], waves[end:], present)
+    plan["tors"] = tors
+    plan["all_waves"] = waves
     if present is not None:
         missing = [h for w in waves[idx:end] for h in w["hosts"] if h not in present]
         if missing:
             notes.append("hosts of the journal's waves not in this job's inventory (another slice, or removed): %s"
                          % ", ".join(missing))
     ev = {"rollout_id": rid, "plan_hash": plan_hash_now, "start_wave": names[idx] if idx < len(names) else None,
-          "plan_change_consented": consented, "new": False}
+          "plan_change_consented": consented, "new": new}
+    if new:
+        ev["waves"] = waves
+        ev["tors"] = tors
     return plan, ev, notes
 
 

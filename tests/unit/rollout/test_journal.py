@@ -21,16 +21,23 @@ HOSTS = [{"name": "r1-h1", "rack": "r1"}, {"name": "r1-h2", "rack": "r1"},
 TORS = ["r1-tor", "r2-tor"]
 
 
+RACK_TORS = {"r1": "r1-tor", "r2": "r2-tor", "r3": "r3-tor"}
+SPEC = ["25%", "100%"]
+
+
 def computed(**kw):
-    return wv.plan_waves(HOSTS, None, ["25%", "100%"], kw.get("start"), kw.get("end"))
+    return wv.plan_waves(HOSTS, None, SPEC, kw.get("start"), kw.get("end"))
+
+
+def op(rec, phash="h" * 64, hosts=None, spec=None, **kw):
+    return jr.open_plan(rec, phash, hosts=hosts or HOSTS, waves_spec=spec or SPEC, rack_tors=RACK_TORS, **kw)
 
 
 def opened(tmp_path, job="j1", rid="rid1", now=100.0, **kw):
     rec = jr.load_record(str(tmp_path), rid)
     rec["id"] = rec["id"] or rid
     end = kw.pop("end", None)
-    comp = kw.pop("comp", None) or computed(end=end)
-    plan, ev, notes = jr.open_plan(rec, comp, "h" * 64, tors=TORS, end_wave=end, **kw)
+    plan, ev, notes = op(rec, end_wave=end, **kw)
     doc = jr.new_job(rid, job, now=now)
     jr.append(doc, "open", ev, now=now)
     jr.save(jr.job_path(str(tmp_path), rid, job), doc)
@@ -68,8 +75,8 @@ def test_resume_uses_recorded_waves_not_the_inventory(tmp_path):
     rec_host(tmp_path, doc, ["r1-h1", "r1-h2"], "passed", "canary")
     rec_host(tmp_path, doc, ["r2-h1"], "deploying", "fleet-25pct")
     # the inventory now orders hosts differently and has a new host: the journal's waves win
-    other = wv.plan_waves(list(reversed(HOSTS)) + [{"name": "r3-h1", "rack": "r3"}], None, ["50%", "100%"])
-    plan2, _ = opened(tmp_path, job="j2", now=200.0, comp=other)
+    plan2, _ = opened(tmp_path, job="j2", now=200.0, hosts=list(reversed(HOSTS)) + [{"name": "r3-h1", "rack": "r3"}],
+                      spec=["50%", "100%"])
     assert [w["name"] for w in plan2["waves"]] == ["fleet-25pct", "fleet-100pct"]
     assert plan2["order"] == ["r2-h1", "r2-h2"]
     assert [w["name"] for w in plan2["skipped"]] == ["canary"]
@@ -80,12 +87,12 @@ def test_refuse_resume_past_a_wave_without_recorded_pass(tmp_path):
     rec_host(tmp_path, doc, ["r1-h1", "r1-h2"], "deploying", "canary")
     rec = jr.load_record(str(tmp_path), "rid1")
     with pytest.raises(jr.JournalError) as e:
-        jr.open_plan(rec, computed(), "h" * 64, start_wave="fleet")
+        op(rec, start_wave="fleet")
     msg = str(e.value)
     assert "wave canary has no recorded pass" in msg and "rollout_start_wave=canary" in msg
     assert "r1-h1=deploying" in msg and "rollback.yml" in msg
     # default start: the in-flight wave is re-run
-    plan2, _ev, _n = jr.open_plan(rec, computed(), "h" * 64)
+    plan2, _ev, _n = op(rec)
     assert plan2["waves"][0]["name"] == "canary"
 
 
@@ -93,9 +100,11 @@ def test_refuse_start_wave_with_a_new_id_and_skip_tors_without_configured_tors(t
     rec = jr.load_record(str(tmp_path), "nope")
     rec["id"] = "nope"
     with pytest.raises(jr.JournalError, match="new rollout id.*rollout_id=<id>"):
-        jr.open_plan(rec, computed(start="fleet"), "h" * 64, start_wave="fleet")
+        op(rec, start_wave="fleet")
     with pytest.raises(jr.JournalError, match="rollout_skip_tors=true with a new rollout id"):
-        jr.open_plan(rec, computed(), "h" * 64, skip_tors=True)
+        op(rec, skip_tors=True)
+    plan, ev, _ = op(rec, start_wave="canary")
+    assert ev["new"] and plan["tors"] == TORS
 
 
 def test_fleet_job_needs_canary_pass_and_configured_tors(tmp_path):
@@ -105,7 +114,7 @@ def test_fleet_job_needs_canary_pass_and_configured_tors(tmp_path):
     rec_host(tmp_path, doc, ["r1-h1", "r1-h2"], "passed", "canary")
     rec = jr.load_record(str(tmp_path), "rid1")
     with pytest.raises(jr.JournalError, match="not record these ToRs as configured: r1-tor=pending, r2-tor=pending"):
-        jr.open_plan(rec, computed(), "h" * 64, start_wave="fleet", skip_tors=True, tors=TORS)
+        op(rec, start_wave="fleet", skip_tors=True)
     for t in TORS:
         for s in ("configuring", "configured"):
             jr.check_event(jr.load_record(str(tmp_path), "rid1"), "tor", {"name": t, "state": s})
@@ -113,8 +122,7 @@ def test_fleet_job_needs_canary_pass_and_configured_tors(tmp_path):
             jr.save(jr.job_path(str(tmp_path), "rid1", "j1"), doc)
     rec = jr.load_record(str(tmp_path), "rid1")
     # a slice with only r2-h2
-    plan2, ev, notes = jr.open_plan(rec, computed(), "h" * 64, start_wave="fleet", skip_tors=True, tors=TORS,
-                                    present=["r2-h2"])
+    plan2, ev, notes = op(rec, start_wave="fleet", skip_tors=True, present=["r2-h2"])
     assert plan2["order"] == ["r2-h2"] and plan2["serial"] == [1]
     assert "r2-h1" in notes[0]
 
@@ -123,8 +131,8 @@ def test_plan_change_refused_unless_consented(tmp_path):
     opened(tmp_path)
     rec = jr.load_record(str(tmp_path), "rid1")
     with pytest.raises(jr.JournalError, match="plan changed.*rollout_allow_plan_change=true"):
-        jr.open_plan(rec, computed(), "x" * 64)
-    _plan, ev, notes = jr.open_plan(rec, computed(), "x" * 64, allow_plan_change=True)
+        op(rec, "x" * 64)
+    _plan, ev, notes = op(rec, "x" * 64, allow_plan_change=True)
     assert ev["plan_change_consented"] and "consented" in notes[0]
 
 
@@ -248,7 +256,7 @@ def test_resume_never_skips_a_wave_without_pass(states, start):
         evs.append({"type": "host", "hosts": [h], "state": s, "t": 2, "job": "j"})
     rec = jr.replay(evs)
     try:
-        plan, ev, _ = jr.open_plan(rec, comp, "h", start_wave=start)
+        plan, ev, _ = op(rec, "h", start_wave=start)
     except jr.JournalError as exc:
         assert "no recorded pass" in str(exc)
         return
@@ -268,3 +276,36 @@ def test_random_job_file_order_on_disk(tmp_path):
     rec = jr.load_record(str(tmp_path), "r")
     assert sorted(rec["hosts"]) == ["h0", "h1", "h2", "h3"]
     assert [e["job"] for e in jr.merge(random.sample(docs, 4))] == ["s0", "s1", "s2", "s3"]
+
+
+def test_report_shows_rollout_id_journal_and_unreachable(tmp_path):
+    from ansible_collections.netscale.multinic.plugins.module_utils.report import model
+    rep = model.empty("run1")
+    model.apply_event(rep, "start", {"rollout_id": "awx-wf-7", "journal": "/j/awx-wf-7/run-1.json"}, now=1)
+    model.apply_event(rep, "wave", {"name": "canary", "hosts": ["a", "b"], "unreachable": ["b"], "max_unreachable": 1,
+                                    "over_budget": False, "status": "passed"}, now=2)
+    model.apply_event(rep, "finish", {"status": "passed", "journal_summary": {
+        "id": "awx-wf-7", "hosts_by_state": {"passed": ["a"], "unreachable": ["b"]}, "waves": {"canary": "passed"},
+        "tors": {"t1": "configured"}}}, now=3)
+    md = model.render_markdown(rep)
+    assert "| rollout_id | awx-wf-7 |" in md and "| journal | /j/awx-wf-7/run-1.json |" in md
+    assert "Unreachable hosts (marked in the journal, excluded from later waves): b; rollout_max_unreachable 1" in md
+    assert "| b | unreachable |" in md and "ToRs: t1 configured" in md
+
+
+def test_cancel_record_from_the_callback_orders_after_its_job(tmp_path):
+    from ansible_collections.netscale.multinic.plugins.callback import rollout_progress
+    plan, doc = opened(tmp_path, end="canary")
+    rec_host(tmp_path, doc, ["r1-h1", "r1-h2"], "deploying", "canary")
+    later = jr.new_job("rid1", "j0", now=50.0)   # an earlier job (sorted first)
+    jr.save(jr.job_path(str(tmp_path), "rid1", "j0"), later)
+    path = rollout_progress.record_cancel(jr.job_path(str(tmp_path), "rid1", "j1"), "SIGTERM")
+    assert path.endswith("j1.cancel.json") and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    rec = jr.load_record(str(tmp_path), "rid1")
+    assert rec["cancelled"]["signal"] == "SIGTERM"
+    assert rec["cancelled"]["hosts"] == {"r1-h1": "deploying", "r1-h2": "deploying"}
+    assert jr.summary(rec)["waves"]["canary"] == "in_flight"
+    # the next command: a resume re-runs the in-flight wave; a rollback undoes both hosts
+    plan2, ev, _ = op(rec)
+    assert ev["start_wave"] == "canary"
+    assert jr.rollback_plan(rec)["hosts"] == ["r1-h1", "r1-h2"]
