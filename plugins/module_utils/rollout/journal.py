@@ -241,11 +241,13 @@ def replay(events):
         elif t == "wave":
             rec["wave_records"].append(dict((k, v) for k, v in ev.items() if k not in ("type", "seq")))
         elif t == "event":
-            rec["events"].append(dict((k, v) for k, v in ev.items() if k not in ("type", "seq")))
+            entry = dict((k, v) for k, v in ev.items() if k not in ("type", "seq"))
             if ev.get("kind") == "cancelled":
+                entry["in_flight"] = dict((h, s["state"]) for h, s in rec["hosts"].items()
+                                          if s["state"] in ("deploying", "deployed"))
                 rec["cancelled"] = {"job": job, "t": ev.get("t"), "signal": ev.get("signal"),
-                                    "hosts": dict((h, s["state"]) for h, s in rec["hosts"].items()
-                                                  if s["state"] in ("deploying", "deployed"))}
+                                    "hosts": entry["in_flight"]}
+            rec["events"].append(entry)
     return rec
 
 
