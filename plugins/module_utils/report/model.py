@@ -204,9 +204,10 @@ def render_markdown(report):
             lines.append("Failed hosts: %s" % ", ".join(w["failed_hosts"]))
             lines.append("")
         if w.get("unreachable"):
+            exceeded = " exceeded: the wave failed" if w.get("over_budget") else ""
             lines.append("Unreachable hosts (marked in the journal, excluded from later waves): %s; "
-                         "rollout_max_unreachable %s%s" % (", ".join(w["unreachable"]), w.get("max_unreachable", "?"),
-                                                          " exceeded: the wave failed" if w.get("over_budget") else ""))
+                         "rollout_max_unreachable %s%s"
+                         % (", ".join(w["unreachable"]), w.get("max_unreachable", "?"), exceeded))
             lines.append("")
         for err in w.get("errors") or []:
             lines.append("- error: %s" % _esc(err))

@@ -184,8 +184,8 @@ def check_event(rec, etype, data):
             _check_transition("host", name, cur and cur["state"], data["state"], HOST_TRANSITIONS)
     elif etype == "tor":
         if data.get("state") not in TOR_STATES:
-            raise JournalError("tor %s: state %r: use one of %s" % (data.get("name"), data.get("state"),
-                                                                     ", ".join(TOR_STATES)))
+            raise JournalError("tor %s: state %r: use one of %s"
+                               % (data.get("name"), data.get("state"), ", ".join(TOR_STATES)))
         cur = rec["tors"].get(data.get("name"))
         _check_transition("tor", data.get("name"), cur and cur["state"], data["state"], TOR_TRANSITIONS)
 
@@ -373,12 +373,11 @@ def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, star
     if skip_tors:
         bad = [t for t in tors if rec["tors"].get(t, {}).get("state") != "configured"]
         if bad or not tors:
+            states = ", ".join("%s=%s" % (t, rec["tors"].get(t, {}).get("state", "none")) for t in bad)
             raise JournalError(
                 "rollout %s: rollout_skip_tors=true but the journal does not record these ToRs as configured: %s "
                 "(racks %s). Run the ToR phase (the canary job, or this playbook without rollout_skip_tors) with "
-                "-e rollout_id=%s first" % (rid, ", ".join("%s=%s" % (t, rec["tors"].get(t, {}).get("state", "none"))
-                                                             for t in bad) or "no ToR known",
-                                            ", ".join(str(r) for r in racks), rid))
+                "-e rollout_id=%s first" % (rid, states or "no ToR known", ", ".join(str(r) for r in racks), rid))
     plan = _plan_view(waves[idx:end], waves[:idx], waves[end:], present)
     plan["tors"] = tors
     plan["all_waves"] = waves

@@ -75,8 +75,8 @@ def test_resume_uses_recorded_waves_not_the_inventory(tmp_path):
     rec_host(tmp_path, doc, ["r1-h1", "r1-h2"], "passed", "canary")
     rec_host(tmp_path, doc, ["r2-h1"], "deploying", "fleet-25pct")
     # the inventory now orders hosts differently and has a new host: the journal's waves win
-    plan2, _ = opened(tmp_path, job="j2", now=200.0, hosts=list(reversed(HOSTS)) + [{"name": "r3-h1", "rack": "r3"}],
-                      spec=["50%", "100%"])
+    moved = list(reversed(HOSTS)) + [{"name": "r3-h1", "rack": "r3"}]
+    plan2, _doc = opened(tmp_path, job="j2", now=200.0, hosts=moved, spec=["50%", "100%"])
     assert [w["name"] for w in plan2["waves"]] == ["fleet-25pct", "fleet-100pct"]
     assert plan2["order"] == ["r2-h1", "r2-h2"]
     assert [w["name"] for w in plan2["skipped"]] == ["canary"]
@@ -103,7 +103,7 @@ def test_refuse_start_wave_with_a_new_id_and_skip_tors_without_configured_tors(t
         op(rec, start_wave="fleet")
     with pytest.raises(jr.JournalError, match="rollout_skip_tors=true with a new rollout id"):
         op(rec, skip_tors=True)
-    plan, ev, _ = op(rec, start_wave="canary")
+    plan, ev, _notes = op(rec, start_wave="canary")
     assert ev["new"] and plan["tors"] == TORS
 
 
@@ -256,7 +256,7 @@ def test_resume_never_skips_a_wave_without_pass(states, start):
         evs.append({"type": "host", "hosts": [h], "state": s, "t": 2, "job": "j"})
     rec = jr.replay(evs)
     try:
-        plan, ev, _ = op(rec, "h", start_wave=start)
+        plan, ev, _notes = op(rec, "h", start_wave=start)
     except jr.JournalError as exc:
         assert "no recorded pass" in str(exc)
         return
@@ -306,6 +306,6 @@ def test_cancel_record_from_the_callback_orders_after_its_job(tmp_path):
     assert rec["cancelled"]["hosts"] == {"r1-h1": "deploying", "r1-h2": "deploying"}
     assert jr.summary(rec)["waves"]["canary"] == "in_flight"
     # the next command: a resume re-runs the in-flight wave; a rollback undoes both hosts
-    plan2, ev, _ = op(rec)
+    plan2, ev, _notes = op(rec)
     assert ev["start_wave"] == "canary"
     assert jr.rollback_plan(rec)["hosts"] == ["r1-h1", "r1-h2"]
