@@ -166,7 +166,10 @@ def merge(docs):
 
 
 def _check_transition(kind, name, old, new, table):
-    if old is None or old == new or (table is HOST_TRANSITIONS and new in ("unreachable", "excluded")):
+    # What went wrong and what was undone is always recorded (a rollback must never be stopped by its own
+    # journal); only forward progress (deploying, deployed, passed, configuring, configured) is checked.
+    always = ("unreachable", "excluded", "failed", "rolled_back") if table is HOST_TRANSITIONS else ("failed", "restored")
+    if old is None or old == new or new in always:
         return
     if new not in table.get(old, ()):
         raise JournalError("%s %s: %s -> %s is not a rollout transition (allowed from %s: %s)"
