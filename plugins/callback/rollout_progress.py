@@ -118,7 +118,9 @@ class CallbackModule(CallbackBase):
     def _report(self, res):
         ev, s = res.get("event"), res.get("summary") or {}
         if ev == "start":
-            self._say("run %s: waves %s -> report %s" % (s.get("id"), s.get("waves"), s.get("dir")), "cyan")
+            self._say("run %s: waves %s -> report %s%s" % (
+                s.get("id"), s.get("waves"), s.get("dir"),
+                "; rollout %s, journal %s" % (s["rollout_id"], s.get("journal")) if s.get("rollout_id") else ""), "cyan")
         elif ev == "tor":
             self._say("ToR %s (rack %s): changed=%s gates=%s"
                       % (s.get("name"), s.get("rack"), s.get("changed"), s.get("gates")), "cyan")
