@@ -18,6 +18,10 @@ description:
     tasks are ignored.
   - Enable it with C(callbacks_enabled = netscale.multinic.rollout_progress) in ansible.cfg or
     C(ANSIBLE_CALLBACKS_ENABLED=netscale.multinic.rollout_progress).
+  - Cancel (SIGTERM from AWX, Ctrl-C) - once a M(netscale.multinic.rollout_journal) task has named this job's
+    journal file, a SIGTERM/SIGINT first records a C(cancelled) event (best effort, in C(<job>.cancel.json) beside
+    the job's file, so the job's own file is never written by two processes), then hands the signal on to
+    Ansible's own handler. The journal itself is written before every step, so it is truthful without this.
 requirements:
   - enable in configuration
 options:
@@ -32,12 +36,20 @@ options:
         key: show_passed_gates
 """
 
+import os
+import signal
 import time
 
 from ansible.plugins.callback import CallbackBase
 
+try:
+    from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as _journal
+except ImportError:  # pragma: no cover - the collection is always importable where its callback runs
+    _journal = None
+
 _GATE_ACTIONS = ("netscale.multinic.health_gate", "health_gate")
 _REPORT_ACTIONS = ("netscale.multinic.rollout_report", "rollout_report")
+_JOURNAL_ACTIONS = ("netscale.multinic.rollout_journal", "rollout_journal")
 _KEYS = {
     "bgp_sessions": ("established", "expected"),
     "ecmp_width": ("at_width", "task_routes", "min_width_ratio"),
@@ -58,6 +70,8 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__(display=display, options=options)
         self.t0 = time.time()
         self.lines = []
+        self.journal_path = None
+        self._previous = {}
 
     def _say(self, text, color=None):
         line = "[rollout %7.1fs] %s" % (time.time() - self.t0, text)
@@ -73,6 +87,8 @@ class CallbackModule(CallbackBase):
     def _handle(self, result, failed):
         action = getattr(result._task, "action", "")
         res = result._result or {}
+        if action in _JOURNAL_ACTIONS and not failed and res.get("path", "").endswith(".json"):
+            self._watch_journal(res["path"])
         if action in _GATE_ACTIONS and "verdict" in res:
             self._gate(result, res)
         elif action in _REPORT_ACTIONS and not failed and "event" in res:
@@ -102,7 +118,9 @@ class CallbackModule(CallbackBase):
     def _report(self, res):
         ev, s = res.get("event"), res.get("summary") or {}
         if ev == "start":
-            self._say("run %s: waves %s -> report %s" % (s.get("id"), s.get("waves"), s.get("dir")), "cyan")
+            self._say("run %s: waves %s -> report %s%s" % (
+                s.get("id"), s.get("waves"), s.get("dir"),
+                "; rollout %s, journal %s" % (s["rollout_id"], s.get("journal")) if s.get("rollout_id") else ""), "cyan")
         elif ev == "tor":
             self._say("ToR %s (rack %s): changed=%s gates=%s"
                       % (s.get("name"), s.get("rack"), s.get("changed"), s.get("gates")), "cyan")
@@ -118,6 +136,46 @@ class CallbackModule(CallbackBase):
             color = "green" if s.get("status") in ("passed", "check") else "red"
             self._say("run %s %s: report %s" % (s.get("id"), s.get("status"), s.get("markdown")), color)
 
+    def _watch_journal(self, path):
+        if self.journal_path == path or _journal is None:
+            return
+        first = self.journal_path is None
+        self.journal_path = path
+        if first:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    self._previous[sig] = signal.signal(sig, self._on_signal)
+                except (ValueError, OSError):  # not the main thread
+                    pass
+
+    def _on_signal(self, signum, frame):
+        try:
+            record_cancel(self.journal_path, signal.Signals(signum).name)
+            self._display.display("rollout: %s - cancel recorded in the journal (%s); next: resume with the same "
+                                  "-e rollout_id, or playbooks/rollback.yml -e rollout_id=..."
+                                  % (signal.Signals(signum).name, os.path.dirname(self.journal_path)), color="red")
+        except Exception:  # best effort: the journal is already truthful (written before every step)
+            pass
+        prev = self._previous.get(signum)
+        signal.signal(signum, prev if prev is not None else signal.SIG_DFL)
+        if callable(prev):
+            prev(signum, frame)
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt()
+        else:
+            os.kill(os.getpid(), signum)
+
     def v2_playbook_on_stats(self, stats):
         if self.lines:
             self._display.display("rollout: %d progress events, %.1fs" % (len(self.lines), time.time() - self.t0))
+
+
+def record_cancel(job_file, signame, now=None):
+    """Write ``<job>.cancel.json`` beside the job's journal file: its own job document, ordered right after
+    the job (same start time, key ``<job>.cancel``), holding one ``cancelled`` event."""
+    doc = _journal.load_job(job_file)
+    cancel = _journal.new_job(doc["rollout_id"], doc["job"] + ".cancel", now=doc["started"])
+    _journal.append(cancel, "event", {"kind": "cancelled", "signal": signame}, now=now)
+    path = os.path.join(os.path.dirname(job_file), doc["job"] + ".cancel.json")
+    _journal.save(path, cancel)
+    return path

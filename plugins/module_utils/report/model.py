@@ -80,7 +80,8 @@ def summarize_event(report, event, data, directory):
     """A few fields of an event for progress output."""
     run = report.get("run") or {}
     if event == "start":
-        return {"id": run.get("id"), "dir": directory,
+        return {"id": run.get("id"), "dir": directory, "rollout_id": run.get("rollout_id"),
+                "journal": run.get("journal"),
                 "waves": ", ".join("%s(%d)" % (w.get("name"), len(w.get("hosts") or []))
                                    for w in run.get("waves") or [])}
     if event == "tor":
@@ -152,13 +153,28 @@ def render_markdown(report):
     lines = ["# Rollout report %s" % run.get("id", ""), ""]
     lines.append("| | |")
     lines.append("|---|---|")
-    for k in ("status", "check_mode", "fabric", "inventory", "canary", "waves_spec", "start_wave",
-              "failed_wave", "seconds"):
+    for k in ("status", "action", "rollout_id", "journal", "check_mode", "fabric", "inventory", "canary",
+              "waves_spec", "start_wave", "failed_wave", "seconds", "hosts_to_roll_back", "tors_to_restore",
+              "not_in_inventory"):
         if k in run:
             lines.append("| %s | %s |" % (k, _esc(run[k])))
     if run.get("message"):
         lines.append("| message | %s |" % _esc(run["message"]))
+    for note in run.get("journal_notes") or []:
+        lines.append("| journal note | %s |" % _esc(note))
     lines.append("")
+    js = run.get("journal_summary") or {}
+    if js:
+        lines += ["## Journal (rollout %s)" % js.get("id", ""), "", "| hosts | state |", "|---|---|"]
+        for state, hosts in sorted((js.get("hosts_by_state") or {}).items()):
+            lines.append("| %s | %s |" % (_esc(", ".join(hosts)), state))
+        if js.get("waves"):
+            lines.append("")
+            lines.append("Waves: %s" % _esc(", ".join("%s %s" % kv for kv in js["waves"].items())))
+        if js.get("tors"):
+            lines.append("")
+            lines.append("ToRs: %s" % _esc(", ".join("%s %s" % kv for kv in sorted(js["tors"].items()))))
+        lines.append("")
     pf = report.get("preflight") or {}
     if pf:
         lines += ["## Preflight", ""]
@@ -186,6 +202,12 @@ def render_markdown(report):
         lines += ["### Wave %s (%s)" % (w.get("name"), w.get("status", "")), ""]
         if w.get("failed_hosts"):
             lines.append("Failed hosts: %s" % ", ".join(w["failed_hosts"]))
+            lines.append("")
+        if w.get("unreachable"):
+            exceeded = " exceeded: the wave failed" if w.get("over_budget") else ""
+            lines.append("Unreachable hosts (marked in the journal, excluded from later waves): %s; "
+                         "rollout_max_unreachable %s%s"
+                         % (", ".join(w["unreachable"]), w.get("max_unreachable", "?"), exceeded))
             lines.append("")
         for err in w.get("errors") or []:
             lines.append("- error: %s" % _esc(err))

@@ -1,0 +1,281 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rollout_journal
+short_description: Open, record into and read the journal of a staged rollout (resume, rollback, AWX workflows)
+version_added: 0.1.0
+author:
+  - netscale network engineering (@netscale)
+description:
+  - One journal per rollout under C(<dir>/<rollout_id>/), one file per job (C(<job>.json), 0600, written
+    atomically after every record, secrets redacted), so the parallel slices of an AWX job never share a file.
+    A reader merges the files in order (job start, job key, sequence).
+  - V(open) creates the journal (freezing the waves and their hosts) or loads it and decides what this job runs
+    - resume point, waves from the journal (never recomputed from the inventory), refusals when a wave before the
+    start has no recorded pass, when the plan hash changed without O(allow_plan_change), or when O(skip_tors) is
+    set and the ToRs are not recorded configured. With O(action=rollback) it returns the hosts and ToRs a
+    rollback must undo.
+  - V(record) appends host, ToR, wave, gate or free events to this job's file. V(status) returns the merged record.
+  - "Runs on the controller (C(delegate_to: localhost), C(run_once)). In check mode nothing is written (the
+    decisions are still made and returned), so a dry run never records deployed hosts."
+options:
+  op:
+    description: Operation.
+    type: str
+    required: true
+    choices: [open, record, status]
+  dir:
+    description: Journal root (C(rollout_journal_dir)); multi-job AWX workflows need it on storage every job sees.
+    type: path
+    required: true
+  rollout_id:
+    description: The rollout (C(awx-wf-<workflow job id>) under AWX workflows, else the first run's timestamp).
+    type: str
+    required: true
+  job:
+    description: This job's key (its file name); required for V(open) and V(record).
+    type: str
+  action:
+    description: V(open) for a rollout run or for a rollback.
+    type: str
+    default: rollout
+    choices: [rollout, rollback]
+  plan_paths:
+    description: Plan files or directories whose sha256 is the plan hash (the planner's output, never anything keyed).
+    type: list
+    elements: path
+    default: []
+  hosts:
+    description: >-
+      GPU hosts of the inventory in order (C(name), C(rack)); the waves are computed from them only when
+      the journal is new, then frozen.
+    type: list
+    elements: dict
+    default: []
+  canary:
+    description: Canary spec (C(rollout_canary)); used only when the journal is new.
+    type: dict
+    default: {}
+  waves:
+    description: Cumulative fleet waves (C(rollout_waves)); used only when the journal is new.
+    type: list
+    elements: raw
+    default: ["5%", "25%", "100%"]
+  rack_tors:
+    description: ToR of each rack (a dict rack -> ToR); the plan returns the ToRs of every rack of the rollout.
+    type: dict
+    default: {}
+  start_wave:
+    description: Wave to start at (name or V(fleet)); empty = the first wave without a recorded pass.
+    type: str
+    default: ""
+  end_wave:
+    description: Stop after this wave.
+    type: str
+    default: ""
+  allow_plan_change:
+    description: Consent to a plan hash that differs from the journal's.
+    type: bool
+    default: false
+  skip_tors:
+    description: This job does not touch ToRs; refuse unless the ToR of every rack of the rollout is recorded configured.
+    type: bool
+    default: false
+  present:
+    description: GPU hosts in this job's inventory (an AWX slice); waves are restricted to them. Omit for all.
+    type: list
+    elements: str
+  meta:
+    description: Job facts kept in the journal (AWX job id, user, check mode).
+    type: dict
+    default: {}
+  record:
+    description: Kind of record for V(record) (or C(_record) in each of O(items)).
+    type: str
+    choices: [host, tor, wave, gate, event]
+  data:
+    description: >-
+      The record (V(host) - hosts, state, wave, errors; V(tor) - name, state, backup; V(wave) - name,
+      verdict, hosts, unreachable; V(event) - kind, message).
+    type: dict
+    default: {}
+  items:
+    description: >-
+      Several records, in order (for example every gate result of a wave); an item's C(_record) key
+      overrides O(record) for that item.
+    type: list
+    elements: dict
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: Decides and returns, writes nothing.
+  diff_mode:
+    support: none
+    description: No diff.
+  platform:
+    support: full
+    description: The controller.
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Open the journal (new or resumed)
+  netscale.multinic.rollout_journal:
+    op: open
+    dir: "{{ rollout_journal_dir }}"
+    rollout_id: "{{ rollout_id }}"
+    job: "{{ rollout_run_id }}"
+    plan_paths: ["{{ rollout_intended_dir }}/{{ fabric_name }}/plan"]
+    hosts: "{{ groups['gpu_hosts'] | map('extract', hostvars, 'multinic_host') | list }}"
+    canary: "{{ rollout_canary }}"
+    waves: "{{ rollout_waves }}"
+  delegate_to: localhost
+  run_once: true
+  register: journal
+
+- name: Hosts of the wave are deploying
+  netscale.multinic.rollout_journal:
+    op: record
+    dir: "{{ rollout_journal_dir }}"
+    rollout_id: "{{ rollout_id }}"
+    job: "{{ rollout_run_id }}"
+    record: host
+    data: {hosts: "{{ ansible_play_batch }}", state: deploying, wave: canary}
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+plan:
+  description: V(open) with V(action=rollout) - the waves this job runs (same shape as the rollout_waves filter).
+  returned: op=open, action=rollout
+  type: dict
+rollback:
+  description: V(open) with V(action=rollback) - hosts and ToRs (with their original backup) to undo.
+  returned: op=open, action=rollback
+  type: dict
+record:
+  description: The merged journal record after this operation.
+  returned: always
+  type: dict
+summary:
+  description: Wave statuses, hosts by state, ToR states.
+  returned: always
+  type: dict
+notes:
+  description: Warnings of V(open) (plan change consented, hosts of another slice).
+  returned: op=open
+  type: list
+  elements: str
+path:
+  description: This job's journal file.
+  returned: always
+  type: str
+new:
+  description: Whether V(open) created the journal.
+  returned: op=open
+  type: bool
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as jr
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            op=dict(type="str", required=True, choices=["open", "record", "status"]),
+            dir=dict(type="path", required=True),
+            rollout_id=dict(type="str", required=True),
+            job=dict(type="str"),
+            action=dict(type="str", default="rollout", choices=["rollout", "rollback"]),
+            plan_paths=dict(type="list", elements="path", default=[]),
+            hosts=dict(type="list", elements="dict", default=[]),
+            canary=dict(type="dict", default={}),
+            waves=dict(type="list", elements="raw", default=["5%", "25%", "100%"]),
+            rack_tors=dict(type="dict", default={}),
+            start_wave=dict(type="str", default=""),
+            end_wave=dict(type="str", default=""),
+            allow_plan_change=dict(type="bool", default=False),
+            skip_tors=dict(type="bool", default=False),
+            present=dict(type="list", elements="str"),
+            meta=dict(type="dict", default={}),
+            record=dict(type="str", choices=["host", "tor", "wave", "gate", "event"]),
+            data=dict(type="dict", default={}),
+            items=dict(type="list", elements="dict", default=[]),
+        ),
+        required_if=[("op", "open", ["job"]), ("op", "record", ["job"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        rid = jr.check_id(p["rollout_id"])
+        docs = jr.read(p["dir"], rid)
+        path = jr.job_path(p["dir"], rid, p["job"]) if p["job"] else jr.rollout_dir(p["dir"], rid)
+        if p["op"] == "status":
+            rec = jr.replay(jr.merge(docs))
+            module.exit_json(changed=False, record=rec, summary=jr.summary(rec), path=path)
+        mine = [d for d in docs if d.get("job") == p["job"]]
+        doc = mine[0] if mine else jr.new_job(rid, p["job"], meta=p["meta"])
+        others = [d for d in docs if d.get("job") != p["job"]]
+        rec = jr.replay(jr.merge(others + [doc]))
+        rec["id"] = rec["id"] or rid
+        result = dict(changed=False, path=path)
+        if p["op"] == "open":
+            if p["action"] == "rollback":
+                result["rollback"] = jr.rollback_plan(rec)
+                jr.append(doc, "open", {"rollout_id": rid, "action": "rollback", "meta": p["meta"]})
+            else:
+                try:
+                    phash = jr.plan_hash(p["plan_paths"]) if p["plan_paths"] else None
+                except jr.JournalError:
+                    if not module.check_mode:
+                        raise
+                    phash = None   # check mode did not write the plan
+                plan, ev, notes = jr.open_plan(
+                    rec, phash, hosts=p["hosts"], canary=p["canary"], waves_spec=p["waves"],
+                    start_wave=p["start_wave"] or None, end_wave=p["end_wave"] or None,
+                    allow_plan_change=p["allow_plan_change"], skip_tors=p["skip_tors"], present=p["present"],
+                    rack_tors=p["rack_tors"])
+                ev["meta"] = p["meta"]
+                ev["action"] = "rollout"
+                jr.append(doc, "open", ev)
+                result.update(plan=plan, notes=notes, new=ev["new"], plan_hash=phash)
+        else:
+            items = []
+            for item in list(p["items"]) or [p["data"]]:
+                item = dict(item)
+                kind = item.pop("_record", None) or p["record"]
+                if kind == "tor" and "names" in item:   # one ToR record per name
+                    names = item.pop("names") or []
+                    items.extend(dict(item, name=n, _record=kind) for n in names)
+                else:
+                    items.append(dict(item, _record=kind))
+            for item in items:
+                kind = item.pop("_record")
+                if kind not in jr.EVENT_TYPES[1:]:
+                    raise jr.JournalError("record %r: give record (host, tor, wave, gate, event) or _record in the item"
+                                          % (kind,))
+                jr.check_event(rec, kind, item)
+                jr.append(doc, kind, item)
+                rec = jr.replay(jr.merge(others + [doc]))
+        if not module.check_mode:
+            jr.save(path, doc)
+        rec = jr.replay(jr.merge(others + [doc]))
+        result.update(record=rec, summary=jr.summary(rec), dir=os.path.dirname(path))
+        module.exit_json(**result)
+    except (jr.JournalError, waves.WaveError) as exc:
+        module.fail_json(msg=str(exc), journal_dir=jr.rollout_dir(p["dir"], p["rollout_id"])
+                         if jr._ID_RE.match(str(p["rollout_id"])) else p["dir"])
+
+
+if __name__ == "__main__":
+    main()
