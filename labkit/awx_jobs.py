@@ -134,8 +134,11 @@ def slice_inventory(inv, number, count):
 
 
 class JobResult(object):
-    def __init__(self, name, slice_number, slice_count, status, rc, data_dir, stdout):
+    def __init__(self, name, slice_number, slice_count, status, rc, data_dir, stdout, job_id=None,
+                 report_root=None):
         self.name = name
+        self.job_id = job_id
+        self.report_root = report_root
         self.slice_number = slice_number
         self.slice_count = slice_count
         self.status = status
@@ -222,7 +225,8 @@ class AwxRunner(object):
                 r = ansible_runner.run(**kw)
                 stdout_path = os.path.join(dd, "artifacts", "job_%d" % jid, "stdout")
                 out = open(stdout_path).read() if os.path.exists(stdout_path) else ""
-                results[i] = JobResult(name, i + 1, count, r.status, r.rc, dd, out)
+                results[i] = JobResult(name, i + 1, count, r.status, r.rc, dd, out, job_id=jid,
+                                       report_root=kw["extravars"].get("rollout_report_root"))
 
             t = threading.Thread(target=run)
             t.start()
@@ -253,14 +257,22 @@ class AwxRunner(object):
         return workflow_job_id, done
 
 
-def report_of(job):
-    """The rollout report a job printed at its end ('rollout <id> <status>: <dir>/report.md'), parsed."""
-    import re
+def report_dir_of(job):
+    """The job's rollout report directory: under AWX the rollout names it <time>-job<awx_job_id>."""
+    import glob
 
-    found = re.findall(r"rollout (\S+) (\w+): (\S+)/report\.md", job.stdout)
-    if not found:
+    if not job.report_root:
         return None
-    with open(os.path.join(found[-1][2], "report.json")) as f:
+    found = sorted(glob.glob(os.path.join(job.report_root, "*-job%d" % job.job_id)))
+    return found[-1] if found else None
+
+
+def report_of(job):
+    """The job's rollout report (report.json), parsed; None when the job printed none."""
+    d = report_dir_of(job)
+    if d is None or not os.path.exists(os.path.join(d, "report.json")):
+        return None
+    with open(os.path.join(d, "report.json")) as f:
         return json.load(f)
 
 
@@ -292,8 +304,8 @@ def changed_count(job):
 
 def _summary(job):
     return {"template": job.name, "slice": "%d/%d" % (job.slice_number, job.slice_count), "status": job.status,
-            "rc": job.rc, "changed": changed_count(job), "data_dir": job.data_dir,
-            "report": (report_of(job) or {}).get("run")}
+            "job_id": job.job_id, "rc": job.rc, "changed": changed_count(job), "data_dir": job.data_dir,
+            "report": (report_of(job) or {}).get("run"), "report_dir": report_dir_of(job)}
 
 
 def main(argv=None):
