@@ -39,13 +39,19 @@ class AwxObjects(object):
         with open(self.configure) as f:
             plays = yaml.safe_load(f)
         play = plays[0]
-        variables = {}
+        # Ansible's precedence: play vars < vars_files < extra vars (the site's overrides)
+        variables = dict(play.get("vars") or {})
         for vf in play.get("vars_files", []):
             with open(os.path.join(os.path.dirname(self.configure), vf)) as f:
                 variables.update(yaml.safe_load(f) or {})
         variables.update(overrides or {})
         self._env = NativeEnvironment()
+        # the playbook's templates may use Ansible's core filters (combine, to_json, ...)
+        from ansible.plugins.filter.core import FilterModule
+        self._env.filters.update(FilterModule().filters())
         self._vars = variables
+        for _ in range(5):   # play vars may be templates referencing other vars
+            self._vars = dict((k, self._render(v)) for k, v in self._vars.items())
         self.job_templates = {}
         self.workflows = {}
         for task in play["tasks"]:
