@@ -162,6 +162,9 @@ def render_markdown(report):
         lines.append("| message | %s |" % _esc(run["message"]))
     for note in run.get("journal_notes") or []:
         lines.append("| journal note | %s |" % _esc(note))
+    warnings = sum(len(w.get("warnings") or []) for w in report.get("waves") or [])
+    if warnings:
+        lines.append("| warnings | %d (listed under their waves) |" % warnings)
     lines.append("")
     js = run.get("journal_summary") or {}
     if js:
@@ -211,7 +214,9 @@ def render_markdown(report):
             lines.append("")
         for err in w.get("errors") or []:
             lines.append("- error: %s" % _esc(err))
-        if w.get("errors"):
+        for warn in w.get("warnings") or []:
+            lines.append("- warning: %s" % _esc(warn))
+        if w.get("errors") or w.get("warnings"):
             lines.append("")
         if w.get("rollback"):
             lines.append("Rollback: %s" % _esc(json.dumps(w["rollback"], sort_keys=True)))

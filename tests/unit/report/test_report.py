@@ -114,3 +114,15 @@ def test_triage_capture_records_failures():
     snap = snapshot.capture(run, "host")
     assert snap["bpf_programs"]["rc"] == 127 and snap["addresses"]["stdout"] == []
     assert set(entry[0] for entry in snapshot.FRR_TRIAGE) == set(snapshot.capture(run, "frr"))
+
+
+def test_consented_warnings_are_listed_under_their_wave_and_counted():
+    r = model.empty("w1")
+    model.apply_event(r, "start", {"id": "w1"}, now=1.0)
+    model.apply_event(r, "wave", {"name": "canary", "hosts": ["h1"], "status": "passed",
+                                  "warnings": ["h1 slot 1: health check disabled by type: none"]}, now=2.0)
+    md = model.render_markdown(r)
+    assert "| warnings | 1 (listed under their waves) |" in md
+    assert "- warning: h1 slot 1: health check disabled by type: none" in md
+    model.apply_event(r, "wave", {"name": "fleet", "hosts": ["h2"], "status": "passed"}, now=3.0)
+    assert "| warnings | 1 " in model.render_markdown(r)
