@@ -117,9 +117,12 @@ def _check_options(o):
               "use one of %s" % ", ".join(_LOG_LEVELS))
     pw = o["md5_password"]
     if pw is not None:
-        if not isinstance(pw, str) or not pw or len(pw) > 80 or any(c in pw for c in "\"'\\\n\r;{}"):
-            _fail("md5_password", "<hidden>", "must be 1..80 characters without quotes, backslash, "
-                  "';', braces or newlines", "choose another key in the vault")
+        # no whitespace either: redaction (writing.redact) takes a key up to the first blank, and
+        # the ToR policy refuses blanks in its keys
+        if (not isinstance(pw, str) or not pw or len(pw) > 80 or any(c in pw for c in "\"'\\;{}")
+                or any(c.isspace() or not c.isprintable() for c in pw)):
+            _fail("md5_password", "<hidden>", "must be 1..80 printable characters without blanks, quotes, "
+                  "backslash, ';' or braces", "choose another key in the vault")
 
 
 def _find_slot(host, slot):

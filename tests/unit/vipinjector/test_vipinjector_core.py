@@ -76,6 +76,8 @@ def test_render_ipv4_sessions_and_no_ttl(hosts):
     ({"log_level": "DEBUG"}, "log_level"),
     ({"md5_password": 'a"b'}, "md5_password"),
     ({"md5_password": "a'b"}, "md5_password"),
+    ({"md5_password": "a b"}, "md5_password"),
+    ({"md5_password": "a\tb"}, "md5_password"),
     ({"nope": 1}, "nope"),
     ({"announce_families": []}, "announce_families"),
 ])
@@ -114,8 +116,11 @@ def test_guard_accepts_own_announcements(inst):
     p = a.check("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.148")
     assert p["action"] == "announce"
     a.check("neighbor fd00:10:0:9::1 announce route fd00:10:0:8::8/128 next-hop fd00:10:0:9::4")
-    a.check("neighbor fd00:10:0:9::1 announce route fd00:10:0:8::8/128 next-hop self")
-    a.check("neighbor fd00:10:0:9::1 withdraw route 198.18.0.2/32")  # withdrawing cannot hijack
+    a.check("neighbor fd00:10:0:9::1 withdraw route 198.18.0.136/32")
+    # another prefix only when the configuration guard found it (refused mode withdraws it)
+    with pytest.raises(rt.GuardError, match="not this instance"):
+        a.check("neighbor fd00:10:0:9::1 withdraw route 198.18.0.2/32")
+    a.check("neighbor fd00:10:0:9::1 withdraw route 198.18.0.2/32", ["198.18.0.2/32"])
 
 
 @pytest.mark.parametrize("cmd,why", [
@@ -123,7 +128,17 @@ def test_guard_accepts_own_announcements(inst):
     ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/31 next-hop 198.18.0.148", "not this instance"),
     ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.132", "next-hop"),
     ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32", "no next-hop"),
-    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop self community 1:1", "attributes"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.148 community 1:1", "attributes"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop self", "next-hop self"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.132 next-hop 198.18.0.148",
+     "repeats"),
+    ("neighbor fd00:10:0:9::1 withdraw route 198.18.0.136/32 next-hop 198.18.0.148", "attributes"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.148\nannounce route "
+     "198.18.0.7/32 next-hop self", "one line"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.148; announce route "
+     "198.18.0.7/32", "separator"),
+    ("neighbor fd00:10:0:9::1%eth0 announce route 198.18.0.136/32 next-hop 198.18.0.148", "zone"),
+    ("neighbor fd00:10:0:9::1  announce route 198.18.0.136/32 next-hop 198.18.0.148", "single spaces"),
     ("neighbor fd00:10:0:99::1 announce route 198.18.0.136/32 next-hop self", "not one of"),
     ("announce route 198.18.0.136/32 next-hop self", "neighbor"),
     ("neighbor fd00:10:0:9::1 announce flow route { match { destination 1.2.3.4/32; } }", "nothing else"),
