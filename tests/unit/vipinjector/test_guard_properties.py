@@ -29,7 +29,7 @@ def _instance():
     topo = load_topology(yaml.safe_load(open(os.path.join(REPO, "inventories", "lab", "fabric.yml"))))
     plan = FabricPlan(topo).allocate()
     hosts = dict((h.name, plan.host_data(h)) for h in topo.hosts)
-    return render.render_instance(hosts["lab-r1-h2"], 1, {"md5_password": "k#ey-1"})
+    return render.render_instance(hosts["lab-r1-h2"], 1, {"md5_password": "k#ey-1", "health": {"type": "none"}})
 
 
 INST = _instance()
