@@ -200,8 +200,8 @@ def _check_spine_networks(opts, problems):
 
 def check_md5_keys(opts, rack, md5_keys, problems):
     """The usable TCP-MD5 key per host of ``rack`` ({host: key}); problems are appended."""
-    return _usable_keys(opts["md5"], "md5", [(h["name"], "host %s (rack %s)" % (h["name"], rack["name"]))
-                                              for h in rack["hosts"]], md5_keys, problems)
+    names = [(h["name"], "host %s (rack %s)" % (h["name"], rack["name"])) for h in rack["hosts"]]
+    return _usable_keys(opts["md5"], "md5", names, md5_keys, problems)
 
 
 def check_uplink_md5_keys(opts, spines, md5_keys, problems, device):
