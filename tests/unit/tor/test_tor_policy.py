@@ -335,3 +335,24 @@ def test_maximum_prefix_threshold_auto_and_explicit():
     with pytest.raises(tor_policy.TorPolicyError) as exc:
         tor_policy.tor_structured_config(lab_rack(), {"maximum_prefix_threshold": 0})
     assert _problems(exc)[0][0] == "options.maximum_prefix_threshold"
+
+
+def test_lab_builds_spine_and_tor_uplinks_with_the_spine_key(tmp_path):
+    """The lab's spines get their TCP-MD5 key at build time (lab_fabric passes the inventory's keys),
+    the ToRs' uplink part the same one, so the rollout's ToR policy (uplink_md5) finds matching ends;
+    the lab's plan hash leaves the keys out (no key-derived value in the state file)."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
+    fabric = os.path.join(REPO, "inventories", "lab", "fabric.yml")
+    keyed = open_lab(fabric, state_root=str(tmp_path), md5_keys={"lab-spine1": "lab-spine-k"}).spec
+    plain = open_lab(fabric, state_root=str(tmp_path)).spec
+    spine = keyed.spine_config(0, keyed.spines[0])
+    assert spine.count(" password lab-spine-k\n") == 4 and " password" not in plain.spine_config(0, plain.spines[0])
+    tor = keyed.tor_config(keyed.racks[0])
+    assert tor.count(" password lab-spine-k\n") == 2
+    full = tor_policy.build_fabric_configs(lab_plan(), {"md5": "required", "uplink_md5": "required"},
+                                           {"lab-r1-h1": "a", "lab-r1-h2": "b", "lab-r2-h1": "c", "lab-r2-h2": "d",
+                                            "lab-spine1": "lab-spine-k"})
+    ups = [line for line in full["lab-r1-tor"]["text"].splitlines() if "password lab-spine-k" in line]
+    assert ups == [line for line in tor.splitlines() if "password lab-spine-k" in line]
+    # the lab_* modules open the lab without keys: same hash, and none derived from a key
+    assert keyed.plan_hash() == plain.plan_hash()
