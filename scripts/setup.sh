@@ -74,6 +74,17 @@ fi
 mkdir -p "$HOME/.ansible/test/cache"
 cp "$here/scripts/get-pip-standin.py" "$HOME/.ansible/test/cache/get_pip_24_2.py"
 
+# The lab's vault password (inventories/lab/group_vars/all/vault.yml holds the lab's TCP-MD5 secret;
+# ansible.cfg reads this file as vault_password_file). It protects LAB keys only, which is why it may live
+# here: a real fabric uses its own vault and password, never this one (docs/security.md).
+mkdir -p "$here/.cache"
+lab_vault_password="netscale-lab-vault-fWdkKcYq9igjI4EXMd5BYH4P"
+vault_file="$here/.cache/lab-vault-password"
+if [ ! -f "$vault_file" ] || [ "$(cat "$vault_file")" != "$lab_vault_password" ]; then
+  (umask 077 && printf '%s\n' "$lab_vault_password" > "$vault_file.tmp" && mv -f "$vault_file.tmp" "$vault_file")
+fi
+chmod 0600 "$vault_file"
+
 # Ansible resolves netscale.multinic through .build/ansible_collections (see ansible.cfg).
 mkdir -p .build/ansible_collections/netscale
 ln -sfn "$here" .build/ansible_collections/netscale/multinic

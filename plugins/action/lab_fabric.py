@@ -39,9 +39,14 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         _validation, params = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
+            # The spines' TCP-MD5 keys (ToR<->spine sessions) from the inventory's tor_bgp_md5_keys, read
+            # by name like tor_render does: never a task argument, never in the result.
+            keys = (task_vars or {}).get("tor_bgp_md5_keys") or {}
+            keys = self._templar.template(keys) if keys else {}
+            keys = dict((str(k), str(v)) for k, v in (keys.items() if isinstance(keys, dict) else []) if v)
             lab = open_lab(params["topology"], state_root=params["state_root"], tor_config_dir=params["tor_config_dir"],
                            fail_at=params["fail_at"], host_default_route=params["host_default_route"],
-                           bgp_timeout=params["bgp_timeout"])
+                           bgp_timeout=params["bgp_timeout"], md5_keys=keys)
         except Exception as exc:  # pylint: disable=broad-exception-caught
             result.update(failed=True, msg=to_native(exc))
             return result

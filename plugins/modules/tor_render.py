@@ -37,7 +37,8 @@ options:
   options:
     description:
       - Policy options, documented in docs/tor-policy.md - C(maximum_paths), C(timers), C(hop_limit),
-        C(md5) (required, optional, off), C(bfd), C(passive), C(ipv4_transport), C(maximum_prefix),
+        C(md5) (required, optional, off), C(uplink_md5) (the ToR-spine sessions, required, optional or off), C(bfd),
+        C(passive), C(ipv4_transport), C(maximum_prefix),
         C(maximum_prefix_threshold), C(adj_rib_in), C(render_interfaces), C(spine_networks) and more.
     type: dict
     default: {}
@@ -45,6 +46,7 @@ options:
     description:
       - Name of the variable holding a mapping of host name to TCP-MD5 key (from vault). Read by name so the
         keys never appear in the task's arguments or output.
+      - The key of a spine's name is the key of every ToR-spine session of that spine (both ends).
     type: str
     default: tor_bgp_md5_keys
 attributes:

@@ -41,4 +41,5 @@ def open_lab(topology, state_root=STATE_ROOT, **kw):
     if not lab_section(plan.topo):
         raise LabError("topology %s has no 'lab' section (value: None); a lab needs "
                        "lab: {storage: {name: ..., ipv6: ..., ipv4: ...}}" % path)
-    return Lab(LabSpec(plan.topo, plan, path, tor_config_dir=kw.pop("tor_config_dir", None)), state_root=state_root, **kw)
+    return Lab(LabSpec(plan.topo, plan, path, tor_config_dir=kw.pop("tor_config_dir", None),
+                       md5_keys=kw.pop("md5_keys", None)), state_root=state_root, **kw)

@@ -22,18 +22,19 @@ DAEMONS = ("zebra", "staticd", "bgpd", "bfdd")
 BUILD_OPTIONS = {"render_interfaces": False}
 
 
-def tor_build_config(rack):
-    """FRR config a lab ToR starts with: its policy's uplink part (see the module doc)."""
-    return tor_policy.render(tor_policy.tor_uplinks_config(rack, BUILD_OPTIONS))
+def tor_build_config(rack, md5_keys=None):
+    """FRR config a lab ToR starts with: its policy's uplink part (see the module doc).
+    ``md5_keys``: {spine: key} of the ToR<->spine sessions (TCP-MD5), as the ToR policy renders them."""
+    return tor_policy.render(tor_policy.tor_uplinks_config(rack, BUILD_OPTIONS, md5_keys=md5_keys))
 
 
-def spine_build_config(spine, storage=None):
+def spine_build_config(spine, storage=None, md5_keys=None):
     """FRR config of a lab spine; ``storage`` (the topology's lab.storage) when the storage node is
-    attached to this spine."""
+    attached to this spine; ``md5_keys[<spine>]`` the TCP-MD5 key of its sessions to the ToRs."""
     options = dict(BUILD_OPTIONS)
     if storage:
         options["spine_networks"] = storage_spine_networks(storage)
-    return tor_policy.render(tor_policy.spine_structured_config(spine, options))
+    return tor_policy.render(tor_policy.spine_structured_config(spine, options, md5_keys=md5_keys))
 
 
 DAEMONS_FILE = """\

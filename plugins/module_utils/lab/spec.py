@@ -14,14 +14,17 @@ from ansible_collections.netscale.multinic.plugins.module_utils.lab import image
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import nodes
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact
 
 
 class LabSpec(object):
     """Nodes, links and FRR configs of one lab. ``tor_config_dir``: rendered ToR configs
     (``<tor>.cfg``) to start with instead of the uplink-only policy."""
 
-    def __init__(self, topo, plan, topology_file=None, tor_config_dir=None):
+    def __init__(self, topo, plan, topology_file=None, tor_config_dir=None, md5_keys=None):
         self.topo = topo
+        # {spine: key}: TCP-MD5 of the ToR<->spine sessions (the lab inventory's tor_bgp_md5_keys)
+        self.md5_keys = dict(md5_keys or {})
         self.plan = plan
         self.fabric = topo.name
         self.topology_file = topology_file
@@ -40,17 +43,18 @@ class LabSpec(object):
         self.hosts = [h for r in self.racks for h in r["hosts"]]
         self.tor_config_dir = tor_config_dir
 
-    def tor_config(self, rack):
+    def tor_config(self, rack, keyed=True):
         if self.tor_config_dir:
             path = os.path.join(self.tor_config_dir, "%s.cfg" % rack["tor"]["name"])
             if os.path.exists(path):
                 with open(path) as handle:
                     return handle.read()
-        return frrmod.tor_build_config(rack)
+        return frrmod.tor_build_config(rack, self.md5_keys if keyed else None)
 
-    def spine_config(self, index, spine):
+    def spine_config(self, index, spine, keyed=True):
         # The storage node is wired to the first spine only.
-        return frrmod.spine_build_config(spine, self.storage if index == 0 else None)
+        return frrmod.spine_build_config(spine, self.storage if index == 0 else None,
+                                         self.md5_keys if keyed else None)
 
     def frr_configs(self):
         """[(node, FRR config)] of every spine and ToR."""
@@ -69,8 +73,10 @@ class LabSpec(object):
         """Changes whenever what the lab would build changes (a running lab is then rebuilt)."""
         blob = json.dumps({
             "racks": self.racks, "spines": self.spines, "storage": self.storage, "storage_addr": self.storage_addr,
-            "tors": [self.tor_config(r) for r in self.racks],
-            "spine_cfg": [self.spine_config(i, s) for i, s in enumerate(self.spines)],
+            # without the TCP-MD5 keys: no key-derived value in the state file, and the same hash for
+            # the lab_* modules, which open the lab without the inventory's keys (redact: a given config dir)
+            "tors": [redact(self.tor_config(r, keyed=False)) for r in self.racks],
+            "spine_cfg": [self.spine_config(i, s, keyed=False) for i, s in enumerate(self.spines)],
             "image": imagemod.image_key(), "box": nodes.BOX_SCRIPT, "host": nodes.HOST_SCRIPT,
         }, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()

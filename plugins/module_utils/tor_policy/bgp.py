@@ -87,8 +87,9 @@ def host_group(host, sessions, md5_key):
     }
 
 
-def uplinks(tor, families):
-    """One session per spine and family."""
+def uplinks(tor, families, md5_keys=None):
+    """One session per spine and family; ``md5_keys``: {spine: TCP-MD5 key} of the sessions."""
+    md5_keys = md5_keys or {}
     out = []
     for up in tor["uplinks"]:
         for fam in families:
@@ -97,5 +98,6 @@ def uplinks(tor, families):
             out.append({"spine": up["spine"], "address": up[fam]["spine"], "local": up[fam]["tor"],
                         "length": up[fam]["length"], "family": fam, "asn": up["spine_asn"],
                         "interface": up["interface"],
+                        "md5_key": md5_keys.get(up["spine"]),
                         "description": "%s %s" % (up["spine"], up["interface"])})
     return out

@@ -40,7 +40,7 @@ def build_fabric_configs(plan, options=None, md5_keys=None, devices=None, spine_
         if want is not None and spine.name not in want:
             continue
         try:
-            sc = spine_structured_config(plan.spine_data(spine), spine_opts)
+            sc = spine_structured_config(plan.spine_data(spine), spine_opts, md5_keys=md5_keys)
         except TorPolicyError as exc:
             problems.extend(exc.problems)
             continue

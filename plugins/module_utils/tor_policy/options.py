@@ -25,6 +25,9 @@ DEFAULT_OPTIONS = {
     # TCP-MD5 per host: required | optional | off. Keys come from md5_keys (vault), never rendered
     # into logs or the structured config.
     "md5": "optional",
+    # TCP-MD5 on the ToR<->spine sessions: required | optional | off. The key of every session of a
+    # spine is md5_keys[<spine name>] (vault), rendered on both ends (ToR uplink, spine downlink).
+    "uplink_md5": "optional",
     "bfd": {"enabled": False, "profile": "multinic-hosts", "interval_ms": 100, "multiplier": 3},
     # The sidecar connects; the ToR does not dial 1024 container addresses.
     "passive": True,
@@ -146,9 +149,10 @@ def _check_hop_limit(opts, caps, platform, problems):
 
 
 def _check_modes(opts, problems):
-    if opts["md5"] not in MD5_MODES:
-        problems.append(InputProblem("options.md5", opts["md5"], "unknown MD5 mode",
-                                     "use one of: %s" % ", ".join(MD5_MODES)))
+    for name in ("md5", "uplink_md5"):
+        if opts[name] not in MD5_MODES:
+            problems.append(InputProblem("options.%s" % name, opts[name], "unknown MD5 mode",
+                                         "use one of: %s" % ", ".join(MD5_MODES)))
     if opts["ipv4_transport"] not in ("ipv6", "ipv4"):
         problems.append(InputProblem("options.ipv4_transport", opts["ipv4_transport"], "unknown transport",
                                      "use ipv6 (IPv4 NLRI over the IPv6 session) or ipv4 (separate sessions)"))
@@ -196,7 +200,18 @@ def _check_spine_networks(opts, problems):
 
 def check_md5_keys(opts, rack, md5_keys, problems):
     """The usable TCP-MD5 key per host of ``rack`` ({host: key}); problems are appended."""
-    mode = opts["md5"]
+    names = [(h["name"], "host %s (rack %s)" % (h["name"], rack["name"])) for h in rack["hosts"]]
+    return _usable_keys(opts["md5"], "md5", names, md5_keys, problems)
+
+
+def check_uplink_md5_keys(opts, spines, md5_keys, problems, device):
+    """The usable TCP-MD5 key per spine ({spine: key}) of the ToR<->spine sessions of ``device``."""
+    return _usable_keys(opts["uplink_md5"], "uplink_md5",
+                        [(s, "the sessions between %s and spine %s" % (device, s)) for s in spines],
+                        md5_keys, problems)
+
+
+def _usable_keys(mode, option, names, md5_keys, problems):
     if md5_keys is None:
         md5_keys = {}
     if not isinstance(md5_keys, dict):
@@ -204,23 +219,25 @@ def check_md5_keys(opts, rack, md5_keys, problems):
                                      "must be a mapping host name -> key", "use {<host>: <key from vault>}"))
         return {}
     keys = {}
-    for h in rack["hosts"]:
-        key = md5_keys.get(h["name"])
+    for name, what in names:
+        key = md5_keys.get(name)
         if mode == "off":
             continue
         if key in (None, ""):
             if mode == "required":
                 problems.append(InputProblem(
-                    "md5_keys.%s" % h["name"], None,
-                    "options.md5 is 'required' but host %s (rack %s) has no TCP-MD5 key" % (h["name"], rack["name"]),
-                    "add md5_keys['%s'] (from vault), or set options.md5 to 'optional'" % h["name"]))
+                    "md5_keys.%s" % name, None,
+                    "options.%s is 'required' but %s have no TCP-MD5 key" % (option, what)
+                    if option == "uplink_md5" else
+                    "options.%s is 'required' but %s has no TCP-MD5 key" % (option, what),
+                    "add md5_keys['%s'] (from vault), or set options.%s to 'optional'" % (name, option)))
             continue
         key = str(key)
         # The value is never echoed: only its length.
         if len(key) > 80 or any(c.isspace() for c in key) or not key.isprintable():
-            problems.append(InputProblem("md5_keys.%s" % h["name"], "<%d characters>" % len(key),
+            problems.append(InputProblem("md5_keys.%s" % name, "<%d characters>" % len(key),
                                          "TCP-MD5 key must be 1..80 printable characters without spaces",
                                          "generate a new key without whitespace (e.g. openssl rand -hex 20)"))
             continue
-        keys[h["name"]] = key
+        keys[name] = key
     return keys

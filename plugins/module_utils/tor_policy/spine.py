@@ -10,23 +10,28 @@ from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.error
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.interfaces import renders_interfaces, spine_interfaces
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.names import families_of, safe_name
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.options import (
-    DESIGN_MIN_PATHS, is_int, resolve_options,
+    DESIGN_MIN_PATHS, check_uplink_md5_keys, is_int, resolve_options,
 )
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.platforms import platform_capabilities
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.prefix_lists import spine_rack_prefix_lists
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.route_maps import spine_rack_route_map_in
 
 
-def spine_structured_config(spine, options=None, platform=None):
+def spine_structured_config(spine, options=None, platform=None, md5_keys=None):
     """Structured spine config. ``options``: policy options; ``spine_networks`` are the extra
-    prefixes the spine originates."""
+    prefixes the spine originates; ``md5_keys[<spine name>]``: the TCP-MD5 key of its sessions to
+    the ToRs (option ``uplink_md5``)."""
     platform = platform or spine.get("platform") or "frr"
     caps = platform_capabilities(platform, "spines[%s].platform" % spine["name"], spine["name"])
     opts = resolve_options(options)
     _check_spine_options(opts, spine["name"])
+    problems = []
+    keys = check_uplink_md5_keys(opts, [spine["name"]], md5_keys, problems, "its ToRs")
+    if problems:
+        raise TorPolicyError(problems, spine["name"])
     families = families_of(spine["zone_prefix"])
     racks = [_rack_filter(d, families) for d in spine["downlinks"]]
-    downlinks = _downlinks(spine, families)
+    downlinks = _downlinks(spine, families, keys.get(spine["name"]))
     return {
         "kind": "spine",
         "name": spine["name"],
@@ -70,7 +75,7 @@ def _rack_filter(downlink, families):
             "route_maps_in": {f: spine_rack_route_map_in(rname, f) for f in families}}
 
 
-def _downlinks(spine, families):
+def _downlinks(spine, families, md5_key=None):
     out = []
     for d in spine["downlinks"]:
         rname = safe_name(d["rack"])
@@ -81,5 +86,6 @@ def _downlinks(spine, families):
                         "address": d[f]["tor"], "local": d[f]["spine"], "length": d[f]["length"],
                         "interface": d["interface"],
                         "route_map_in": spine_rack_route_map_in(rname, f),
+                        "md5_key": md5_key,
                         "description": "%s %s" % (d["tor"], d["interface"])})
     return out

@@ -11,7 +11,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.error
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.interfaces import renders_interfaces, tor_interfaces
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.names import families_of
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.options import (
-    check_md5_keys, check_tor_options, resolve_options,
+    check_md5_keys, check_tor_options, check_uplink_md5_keys, resolve_options,
 )
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.platforms import platform_capabilities
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.prefix_lists import rack_prefix_lists
@@ -30,6 +30,8 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
     opts = resolve_options(options)
     problems = check_tor_options(opts, caps, platform, rack)
     keys = check_md5_keys(opts, rack, md5_keys, problems)
+    uplink_keys = check_uplink_md5_keys(opts, sorted(set(u["spine"] for u in tor["uplinks"])), md5_keys,
+                                        problems, tor.get("name"))
     if problems:
         raise TorPolicyError(problems, tor.get("name"))
 
@@ -38,7 +40,7 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
     sessions = bgp.HostSessionPlan(families=families, transports=bgp.session_transports(families, v4_over_v6),
                                    maximum_prefix=_maximum_prefix(opts, caps))
     host_groups = [bgp.host_group(h, sessions, keys.get(h["name"])) for h in rack["hosts"]]
-    uplinks = bgp.uplinks(tor, families)
+    uplinks = bgp.uplinks(tor, families, uplink_keys)
     return {
         "kind": "tor",
         "name": tor["name"],
@@ -63,10 +65,11 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
     }
 
 
-def tor_uplinks_config(rack, options=None, platform=None):
+def tor_uplinks_config(rack, options=None, platform=None, md5_keys=None):
     """The ToR policy without its host side: the rack aggregate toward the spines and nothing for
-    hosts (no host sessions exist). What a ToR runs before the full policy is deployed (the lab)."""
-    return tor_structured_config(dict(rack, hosts=[]), options, {}, platform)
+    hosts (no host sessions exist). What a ToR runs before the full policy is deployed (the lab).
+    ``md5_keys``: only the spines' keys are used (the uplink sessions' TCP-MD5)."""
+    return tor_structured_config(dict(rack, hosts=[]), options, md5_keys or {}, platform)
 
 
 def _maximum_prefix(opts, caps):

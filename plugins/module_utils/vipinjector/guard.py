@@ -106,14 +106,25 @@ class Allocation(object):
             out.update(s["next_hop"].values())
         return out
 
-    def check(self, command):
+    def check(self, command, withdrawable=()):
         """Raise GuardError unless ``command`` is an announce/withdraw this instance may send.
 
-        Announce: ``neighbor PEER announce route PREFIX next-hop NH`` where PEER is one of the
+        Announce: exactly ``neighbor PEER announce route PREFIX next-hop NH`` where PEER is one of the
         instance's sessions, PREFIX one of its task IPs and NH that session's own address of the
-        prefix's family (or ``self``). Withdraw: ``neighbor PEER withdraw route PREFIX`` for any
-        host route (withdrawing cannot hijack; the refused mode withdraws foreign prefixes).
+        prefix's family. Withdraw: exactly ``neighbor PEER withdraw route PREFIX`` for one of its task
+        IPs, or for a prefix in ``withdrawable`` (the foreign prefixes the configuration guard found:
+        the refused mode withdraws what a tampered configuration announced). Anything else, and any
+        error while checking, is a refusal (GuardError): the guard fails closed.
         """
+        try:
+            return self._check(command, withdrawable)
+        except GuardError:
+            raise
+        except Exception as exc:  # pylint: disable=broad-except
+            raise GuardError("command %r refused: the guard could not check it (%s: %s)"
+                             % (command, type(exc).__name__, exc))
+
+    def _check(self, command, withdrawable):
         parsed = parse_api_command(command)
         if parsed["peer"] is None:
             raise GuardError(
@@ -124,66 +135,101 @@ class Allocation(object):
         if peer not in self.sessions:
             raise GuardError("command %r targets %s, which is not one of this instance's BGP "
                              "peers (%s)" % (command, peer, ", ".join(str(p) for p in self.sessions)))
+        prefix = parsed["prefix"]
         if parsed["action"] == "withdraw":
+            if parsed["attributes"]:
+                raise GuardError("withdraw %r carries attributes %s; a withdraw names the prefix only"
+                                 % (command, ", ".join(sorted(parsed["attributes"]))))
+            allowed = set(self.prefixes)
+            for w in withdrawable or ():
+                try:
+                    allowed.add(w if isinstance(w, (ipaddress.IPv4Network, ipaddress.IPv6Network)) else _net(w))
+                except ValueError:
+                    continue
+            if prefix not in allowed:
+                raise GuardError(
+                    "refused to withdraw %s: not this instance's task IP (allowed: %s)"
+                    % (prefix, ", ".join(str(p) for p in sorted(allowed, key=str))))
             return parsed
-        if parsed["prefix"] not in self.prefixes:
+        if prefix not in self.prefixes:
             raise GuardError(
                 "refused to announce %s: not this instance's task IP (allowed: %s)"
-                % (parsed["prefix"], ", ".join(str(p) for p in self.prefixes))
+                % (prefix, ", ".join(str(p) for p in self.prefixes))
             )
-        nh = parsed["attributes"].get("next-hop")
-        if nh is None:
-            raise GuardError("announce %r has no next-hop" % command)
-        if nh != "self":
-            fam = "ipv4" if parsed["prefix"].version == 4 else "ipv6"
-            own = self.sessions[peer]["next_hop"].get(fam)
-            if own is None or _addr(nh) != own:
-                raise GuardError(
-                    "refused next-hop %s for %s on session %s: the only allowed next hop is this "
-                    "container's own address on that NIC (%s)" % (nh, parsed["prefix"], peer, own)
-                )
         extra = set(parsed["attributes"]) - {"next-hop"}
         if extra:
             raise GuardError("announce %r carries attributes %s; only next-hop is allowed"
                              % (command, ", ".join(sorted(extra))))
+        nh = parsed["attributes"].get("next-hop")
+        if nh is None:
+            raise GuardError("announce %r has no next-hop" % command)
+        fam = "ipv4" if prefix.version == 4 else "ipv6"
+        own = self.sessions[peer]["next_hop"].get(fam)
+        try:
+            nh_addr = _addr(nh)
+        except ValueError:
+            nh_addr = None
+        if own is None or nh_addr != own:
+            raise GuardError(
+                "refused next-hop %s for %s on session %s: the only allowed next hop is this "
+                "container's own address on that NIC (%s), never 'self'" % (nh, prefix, peer, own)
+            )
         return parsed
 
 
-_CMD_RE = re.compile(r"^\s*(?:neighbor\s+(?P<peer>\S+)\s+)?(?P<action>announce|withdraw)\s+route\s+"
-                     r"(?P<prefix>\S+)(?P<rest>.*)$")
+_API_ACTIONS = ("announce", "withdraw")
 
 
 def parse_api_command(command):
-    """Parse the subset of the ExaBGP text API the helper speaks.
+    """Parse the one form of the ExaBGP text API the helper speaks, strictly.
 
-    Returns ``{"peer": ip_address|None, "action": "announce"|"withdraw", "prefix": ip_network,
-    "attributes": {name: value}}``; raises GuardError for anything else (flow routes, vpls,
-    ``announce attributes ... nlri``, neighbor selectors beyond the address, ...).
+    ``neighbor ADDR announce route PREFIX next-hop ADDR`` or ``neighbor ADDR withdraw route PREFIX``
+    (the ``neighbor ADDR`` selector may be absent here; :meth:`Allocation.check` refuses that).
+    One line of printable ASCII, single spaces, a plain address as selector (no zone, no list, no
+    other selector), PREFIX an address or a strict ``ADDR/LEN`` network, attributes as unique
+    ``name value`` pairs. Returns ``{"peer": ip_address|None, "action": "announce"|"withdraw",
+    "prefix": ip_network, "attributes": {name: value}}``; raises GuardError for anything else (flow
+    routes, vpls, ``announce attributes ... nlri``, several commands on one line, ...).
     """
-    m = _CMD_RE.match(command)
-    if not m:
-        raise GuardError("command %r is not 'neighbor ADDR announce|withdraw route PREFIX ...': "
+    if not isinstance(command, str):
+        raise GuardError("command %r is not text" % (command,))
+    if any(not (" " <= ch <= "~") for ch in command) or command != " ".join(command.split()):
+        raise GuardError("command %r is not one line of printable ASCII with single spaces: "
                          "the helper sends nothing else" % command)
+    if any(ch in command for ch in ";{}[]%,\"'\\"):
+        raise GuardError("command %r has a separator, quote, zone or list: the helper sends nothing "
+                         "else" % command)
+    tokens = command.split(" ")
     peer = None
-    if m.group("peer"):
+    if tokens[:1] == ["neighbor"]:
+        if len(tokens) < 2:
+            raise GuardError("command %r: 'neighbor' without an address" % command)
         try:
-            peer = _addr(m.group("peer"))
+            peer = _addr(tokens[1])
         except ValueError:
             raise GuardError("command %r: neighbor selector %r is not an address"
-                             % (command, m.group("peer")))
+                             % (command, tokens[1]))
+        tokens = tokens[2:]
+    if len(tokens) < 3 or tokens[0] not in _API_ACTIONS or tokens[1] != "route":
+        raise GuardError("command %r is not 'neighbor ADDR announce|withdraw route PREFIX ...': "
+                         "the helper sends nothing else" % command)
+    text = tokens[2]
     try:
-        prefix = _net(m.group("prefix"))
+        if "/" in text:
+            prefix = _net(text)
+        else:
+            prefix = ipaddress.ip_network(_addr(text))
     except ValueError:
-        try:
-            a = _addr(m.group("prefix"))
-            prefix = ipaddress.ip_network(a)
-        except ValueError:
-            raise GuardError("command %r: %r is not a prefix" % (command, m.group("prefix")))
-    tokens = m.group("rest").split()
-    if len(tokens) % 2:
+        raise GuardError("command %r: %r is not a prefix" % (command, text))
+    rest = tokens[3:]
+    if len(rest) % 2:
         raise GuardError("command %r: attributes must be 'name value' pairs" % command)
-    attrs = dict(zip(tokens[0::2], tokens[1::2]))
-    return {"peer": peer, "action": m.group("action"), "prefix": prefix, "attributes": attrs}
+    attrs = {}
+    for name, value in zip(rest[0::2], rest[1::2]):
+        if name in attrs:
+            raise GuardError("command %r repeats the attribute %s" % (command, name))
+        attrs[name] = value
+    return {"peer": peer, "action": tokens[0], "prefix": prefix, "attributes": attrs}
 
 
 _TOKEN_RE = re.compile(r'"[^"]*"|\'[^\']*\'|[{};\[\]]|[^\s{};\[\]]+')
@@ -213,25 +259,142 @@ def _strip_comments(text):
     return "\n".join(out)
 
 
+def _tokens_with_lines(text):
+    """[(token without quotes, line number)] of a configuration, comments stripped."""
+    stripped = _strip_comments(text)
+    out = []
+    line, pos = 1, 0
+    for m in _TOKEN_RE.finditer(stripped):
+        line += stripped.count("\n", pos, m.start())
+        pos = m.start()
+        out.append((m.group(0).strip("\"'"), line))
+    return out
+
+
+def _located(finding, lines, line):
+    """Name the offending line in a finding (``line``: its number; the message starts with it)."""
+    text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    finding["line"] = line
+    finding["message"] = "line %d (%s): %s" % (line, text, finding["message"])
+    return finding
+
+
+def _helper_run_ok(argv):
+    """The one ``run`` the role renders: PYTHON .../vipinjector-helper --config .../helper.json."""
+    return (len(argv) == 4 and argv[0].rsplit("/", 1)[-1].startswith("python")
+            and argv[1].rsplit("/", 1)[-1] == "vipinjector-helper" and argv[2] == "--config"
+            and argv[3].endswith(".json"))
+
+
+def _structure_findings(toks):
+    """One ``process`` whose ``run`` is the helper, named by every ``processes`` list; no include."""
+    findings = []
+    processes = []
+    in_process = set()  # token indexes inside a process block
+    i = 0
+    while i < len(toks):
+        tok, line = toks[i]
+        low = tok.lower()
+        prev = toks[i - 1][0] if i else ";"
+        if low == "process" and prev in (";", "{", "}"):
+            name = toks[i + 1][0] if i + 1 < len(toks) else ""
+            processes.append(name)
+            if len(processes) > 1:
+                findings.append({"kind": "extra-process", "value": name, "line": line,
+                                 "message": "a second process block %r: the VipInjector configuration "
+                                            "runs exactly one process, the helper" % name})
+            # the block's run statement
+            depth, j, run_seen = 0, i + 2, False
+            while j < len(toks):
+                t = toks[j][0]
+                if t == "{":
+                    depth += 1
+                elif t == "}":
+                    depth -= 1
+                    if depth <= 0:
+                        break
+                elif t.lower() == "run" and toks[j - 1][0] in (";", "{", "}"):
+                    run_seen = True
+                    argv = []
+                    k = j + 1
+                    while k < len(toks) and toks[k][0] not in (";", "{", "}"):
+                        argv.extend(toks[k][0].split())
+                        k += 1
+                    if not _helper_run_ok(argv):
+                        findings.append({"kind": "process-run", "value": " ".join(argv), "line": toks[j][1],
+                                         "message": "process %r runs %r: the only process allowed is the "
+                                                    "VipInjector helper (PYTHON .../vipinjector-helper "
+                                                    "--config .../helper.json)" % (name, " ".join(argv))})
+                j += 1
+            if not run_seen:
+                findings.append({"kind": "process-run", "value": name, "line": line,
+                                 "message": "process %r has no run statement" % name})
+            in_process.update(range(i, j + 1))
+        elif low == "run" and prev in (";", "{", "}") and i not in in_process:
+            findings.append({"kind": "process-run", "value": tok, "line": line,
+                             "message": "a 'run' statement outside the helper's process block"})
+        elif low == "processes-match":
+            findings.append({"kind": "extra-process", "value": tok, "line": line,
+                             "message": "'processes-match' selects processes by pattern: only "
+                                        "'processes [ <the helper> ]' is allowed"})
+        elif low in ("include", "import") and prev in (";", "{", "}"):
+            findings.append({"kind": "include", "value": tok, "line": line,
+                             "message": "'%s' pulls in configuration the role did not render" % tok})
+        i += 1
+    for i, (tok, line) in enumerate(toks):
+        if tok.lower() == "processes":
+            j = i + 1
+            names = []
+            while j < len(toks) and toks[j][0] not in (";", "}"):
+                if toks[j][0] not in ("[", "]"):
+                    names.append(toks[j][0])
+                j += 1
+            for name in names:
+                if not processes or name != processes[0]:
+                    findings.append({"kind": "extra-process", "value": name, "line": line,
+                                     "message": "neighbour API lists process %r: only the helper's "
+                                                "process may talk to ExaBGP" % name})
+    if not processes:
+        findings.append({"kind": "process-run", "value": "", "line": 1,
+                         "message": "no process block: the helper is not configured"})
+    depth = 0
+    for tok, line in toks:
+        depth += {"{": 1, "}": -1}.get(tok, 0)
+        if depth < 0:
+            findings.append({"kind": "syntax", "value": "}", "line": line,
+                             "message": "a '}' closes a block that was never opened"})
+            break
+    if depth > 0:
+        findings.append({"kind": "syntax", "value": "{", "line": toks[-1][1] if toks else 1,
+                         "message": "%d block(s) never closed" % depth})
+    return findings
+
+
 def scan_exabgp_config(text, allocation):
     """Scan an ExaBGP configuration for anything announced outside the API.
 
     The VipInjector configuration announces nothing by itself (every route comes from the helper,
-    so health decides). Returns a list of findings ``{"kind", "value", "message"}``; empty = clean:
+    so health decides). Returns a list of findings ``{"kind", "value", "line", "message"}`` (the
+    message starts with the offending line's number and text); empty = clean:
 
     * ``foreign-prefix``: a route/flow/etc. names a prefix that is not this instance's task IP;
     * ``static-route``: a static route for the own task IP (would bypass the health check);
     * ``foreign-address``: any other IP literal that is neither a peer, a local address, a next
       hop nor a task IP of this instance;
-    * ``route-keyword``: a route-bearing section (static, announce, flow, ...) with no prefix.
+    * ``route-keyword``: a route-bearing section (static, announce, flow, ...) with no prefix;
+    * ``extra-process`` / ``process-run`` / ``include``: anything but exactly one process whose
+      ``run`` is the helper, named by every neighbour's ``processes``; an include.
     """
-    findings = []
-    tokens = [t.strip("\"'") for t in _TOKEN_RE.findall(_strip_comments(text))]
+    lines = (text or "").splitlines()
+    toks = _tokens_with_lines(text or "")
+    findings = _structure_findings(toks)
+    tokens = [t for t, dummy in toks]
     allowed = allocation.addresses()
     in_route = 0
     depth_stack = []
     route_context = False
     for i, tok in enumerate(tokens):
+        line = toks[i][1]
         if tok == "{":
             depth_stack.append(route_context)
             continue
@@ -253,41 +416,46 @@ def scan_exabgp_config(text, allocation):
                 continue
             if low in ("static", "announce", "flow", "l2vpn") and i + 1 < len(tokens) and tokens[i + 1] == "{":
                 route_context = True
-                findings.append({"kind": "route-keyword", "value": tok,
+                findings.append({"kind": "route-keyword", "value": tok, "line": line,
                                  "message": "configuration has a '%s' section: the VipInjector "
                                             "configuration announces nothing by itself" % tok})
                 continue
             if low in ("route", "attribute", "attributes", "nlri") or route_context:
                 in_route = 1
             continue
-        # an address or a prefix?
+        # an address or a prefix? (an IPv6 zone is not part of any address we render)
         try:
             net = ipaddress.ip_network(tok, strict=False)
         except ValueError:
+            if "%" in tok or "::" in tok or re.match(r"^\d+\.\d+\.\d+\.\d+", tok):
+                findings.append({"kind": "foreign-address", "value": tok, "line": line,
+                                 "message": "configuration names %r, an address form the role never "
+                                            "renders" % tok})
             continue
         if "/" not in tok and (in_route or route_context) and prev not in ("next-hop",):
             net = ipaddress.ip_network(tok)
         if (in_route or route_context) and prev not in ("next-hop",):
             if net in allocation.prefixes:
-                findings.append({"kind": "static-route", "value": str(net),
+                findings.append({"kind": "static-route", "value": str(net), "line": line,
                                  "message": "static route for the own task IP %s would bypass the "
                                             "health check and the drain file" % net})
             else:
-                findings.append({"kind": "foreign-prefix", "value": str(net),
+                findings.append({"kind": "foreign-prefix", "value": str(net), "line": line,
                                  "message": "configuration announces %s, which is not this "
                                             "instance's task IP (allowed: %s)"
                                             % (net, ", ".join(str(p) for p in allocation.prefixes))})
             continue
         if net.prefixlen == net.max_prefixlen and net.network_address in allowed:
             continue
-        findings.append({"kind": "foreign-address", "value": tok,
+        findings.append({"kind": "foreign-address", "value": tok, "line": line,
                          "message": "configuration names %s, which is neither a peer, a local "
                                     "address, a next hop nor a task IP of this instance" % tok})
     # 'route-keyword' without any prefix is still a finding; drop it when a prefix finding exists
     # for the same section to keep the report short.
     if any(f["kind"] in ("foreign-prefix", "static-route") for f in findings):
         findings = [f for f in findings if f["kind"] != "route-keyword"]
-    return findings
+    findings.sort(key=lambda f: f["line"])
+    return [_located(f, lines, f["line"]) for f in findings]
 
 
 def compare_with_rendered(text, rendered):
@@ -297,27 +465,38 @@ def compare_with_rendered(text, rendered):
     the helper's JSON beside the real file); ``text`` is redacted the same way before the lines are
     compared, so no key is needed here. A second ``process`` block, an ``include``, a static route,
     another neighbour: any line the role did not write is refused, with the first such line named.
+    No rendering to compare with is a refusal too.
     """
+    if not isinstance(rendered, str) or not rendered:
+        return [{"kind": "not-rendered", "value": "", "line": 0,
+                 "message": "the helper's configuration carries no rendering (exabgp_config_rendered) to "
+                            "compare the ExaBGP configuration with: only the rendered configuration may "
+                            "run. Fix: deploy with the netscale.multinic.vipinjector role"}]
     have = redact(text or "").splitlines()
-    want = redact(rendered or "").splitlines()
+    want = redact(rendered).splitlines()
     if have == want:
         return []
     for number, (line, expected) in enumerate(zip(have + [None] * len(want), want + [None] * len(have)), 1):
         if line != expected:
             return [{"kind": "not-rendered", "value": "line %d: %s" % (number, line if line is not None else "(end)"),
+                     "line": number,
                      "message": "configuration line %d is %r, the role rendered %r: only the rendered "
                                 "configuration may run" % (number, line, expected)}]
     return []
 
 
 def config_findings(text, helper_cfg, allocation=None):
-    """The whole guard over a configuration text: not exactly what was rendered (when the helper's
-    JSON carries the rendering) plus anything announced outside the API."""
-    allocation = allocation or Allocation(helper_cfg["allocation"], helper_cfg["sessions"])
-    findings = []
-    if "exabgp_config_rendered" in helper_cfg:
-        findings.extend(compare_with_rendered(text, helper_cfg["exabgp_config_rendered"]))
-    findings.extend(scan_exabgp_config(text, allocation))
+    """The whole guard over a configuration text: not exactly what was rendered plus anything
+    announced outside the API. Fails closed: a helper configuration without the rendering, or any
+    error while checking, is a finding."""
+    try:
+        allocation = allocation or Allocation(helper_cfg["allocation"], helper_cfg["sessions"])
+        findings = list(compare_with_rendered(text, helper_cfg.get("exabgp_config_rendered")))
+        findings.extend(scan_exabgp_config(text, allocation))
+    except Exception as exc:  # pylint: disable=broad-except
+        return [{"kind": "guard-error", "value": type(exc).__name__, "line": 0,
+                 "message": "the configuration guard could not check the configuration (%s: %s): "
+                            "refusing to announce" % (type(exc).__name__, str(exc)[:200])}]
     return findings
 
 
@@ -391,6 +570,10 @@ class HelperCore(object):
         self.withdraw_foreign = sorted(set(f["value"] for f in findings
                                            if f["kind"] in ("foreign-prefix", "static-route")))
 
+    def withdrawable(self):
+        """Foreign prefixes the guard may withdraw (found in a refused configuration)."""
+        return self.withdraw_foreign if self.refused else []
+
     def session_event(self, peer, state):
         if peer not in self.session_state:
             return
@@ -439,7 +622,7 @@ class HelperCore(object):
         out = []
         for c in cmds:
             try:
-                parsed = self.allocation.check(c)
+                parsed = self.allocation.check(c, self.withdrawable())
             except GuardError:
                 self.refusals += 1
                 continue

@@ -33,7 +33,8 @@ DEFAULTS = {
     "outgoing_ttl": 255,  # GTSM ('ttl-security hops N' on the ToR) wants 255; null = OS default
     "incoming_ttl": None,  # minimum TTL accepted from the ToR (GTSM on our side); null = off
     "md5_password": None,
-    "health": {"type": "none", "interval": 1.0, "rise": 2, "fall": 3, "timeout": 1.0},
+    # no default type: a slot is deployed with an explicit health check, or with type none as consent
+    "health": {"type": None, "interval": 1.0, "rise": 2, "fall": 3, "timeout": 1.0},
     "path_check": {"type": "route", "interval": 1.0, "rise": 2, "fall": 2, "timeout": 1.0},
     "drain_poll": 0.1,
     "require_local_task_ip": True,
@@ -88,6 +89,12 @@ def _check_options(o):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 255):
             _fail(f, v, "TTL must be 1..255 or null", "255 for GTSM, null for the OS default")
     h = o["health"]
+    if h.get("type") is None:
+        _fail("health.type", None, "no health check is set: a slot deployed without one keeps announcing its "
+              "task IP (and attracting traffic) while its workload is dead",
+              "set health (role: vipinjector_health) to {type: command, command: [...]}, {type: tcp, host: H, "
+              "port: P} or {type: http, url: U}; or set type: none explicitly to deploy without a health check "
+              "(consent, reported as a warning)")
     if h.get("type") not in _HEALTH_TYPES:
         _fail("health.type", h.get("type"), "unknown health check type",
               "use one of %s" % ", ".join(_HEALTH_TYPES))
@@ -117,9 +124,12 @@ def _check_options(o):
               "use one of %s" % ", ".join(_LOG_LEVELS))
     pw = o["md5_password"]
     if pw is not None:
-        if not isinstance(pw, str) or not pw or len(pw) > 80 or any(c in pw for c in "\"'\\\n\r;{}"):
-            _fail("md5_password", "<hidden>", "must be 1..80 characters without quotes, backslash, "
-                  "';', braces or newlines", "choose another key in the vault")
+        # no whitespace either: redaction (writing.redact) takes a key up to the first blank, and
+        # the ToR policy refuses blanks in its keys
+        if (not isinstance(pw, str) or not pw or len(pw) > 80 or any(c in pw for c in "\"'\\;{}")
+                or any(c.isspace() or not c.isprintable() for c in pw)):
+            _fail("md5_password", "<hidden>", "must be 1..80 printable characters without blanks, quotes, "
+                  "backslash, ';' or braces", "choose another key in the vault")
 
 
 def _find_slot(host, slot):

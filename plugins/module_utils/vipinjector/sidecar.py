@@ -66,7 +66,8 @@ def probe_health(spec, timeout_default=1.0):
         return False, "unknown health check type %r" % kind
     except subprocess.TimeoutExpired:
         return False, "timed out after %.1fs" % timeout
-    except (OSError, ValueError, KeyError) as exc:
+    except Exception as exc:  # pylint: disable=broad-except
+        # fails closed: a check that cannot run is a failing check
         return False, "%s: %s" % (type(exc).__name__, exc)
 
 
@@ -160,7 +161,7 @@ def probe_path(spec, session):
         return False, "unknown path check type %r" % kind
     except subprocess.TimeoutExpired:
         return False, "timed out"
-    except (OSError, ValueError, KeyError) as exc:
+    except Exception as exc:  # pylint: disable=broad-except
         return False, "%s: %s" % (type(exc).__name__, exc)
 
 
@@ -268,8 +269,8 @@ class Helper(object):
     def send(self, cmds):
         for c in cmds:
             try:
-                self.alloc.check(c)
-            except GuardError as exc:
+                self.alloc.check(c, self.core.withdrawable())
+            except GuardError as exc:  # (check turns any error into a GuardError: fails closed)
                 self.core.refusals += 1
                 self.log("guard: %s" % exc)
                 continue
@@ -299,7 +300,8 @@ class Helper(object):
         return any(os.path.exists(p) for p in self.drain_files)
 
     def guard_config(self):
-        if not self.cfg.get("guard_config", True):
+        # Only an explicit JSON false switches the scan off (a test of the ToR's own filter does).
+        if self.cfg.get("guard_config", True) is False:
             return
         path = self.cfg.get("exabgp_config") or _parent_config_path()
         if not path:
@@ -310,10 +312,10 @@ class Helper(object):
         try:
             with open(path) as f:
                 text = f.read()
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self.core.set_refused([{"kind": "unreadable-config", "value": path, "message": str(exc)}])
             return
-        findings = config_findings(text, self.cfg, self.alloc)
+        findings = config_findings(text, self.cfg, self.alloc)  # never raises: errors are findings
         if findings:
             for fnd in findings:
                 self.log("guard: REFUSED %s" % fnd["message"])
@@ -327,8 +329,9 @@ class Helper(object):
             for link in _ip_json(["addr", "show"]):
                 for a in link.get("addr_info", []):
                     local.add(a.get("local"))
-        except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            # Fail closed: an ownership check that could not run is not a pass.
+        except Exception as exc:  # pylint: disable=broad-except
+            # Fail closed: an ownership check that could not run is not a pass (ip missing, failing,
+            # timing out, unparsable output: whatever the error).
             self.log("cannot list local addresses: %s" % exc)
             self.core.set_refused(self.core.refused + [{
                 "kind": "task-ip-unverified", "value": str(exc)[:200],
@@ -431,7 +434,7 @@ class Helper(object):
 def check_config_main(helper_cfg, exabgp_conf):
     """``--check-config``: the guard run before ExaBGP starts (systemd ExecStartPre)."""
     with open(exabgp_conf) as f:
-        findings = config_findings(f.read(), helper_cfg)
+        findings = config_findings(f.read(), helper_cfg)  # never raises: errors are findings
     for fnd in findings:
         sys.stderr.write("vipinjector guard: REFUSED %s\n" % fnd["message"])
     return 1 if findings else 0
@@ -444,12 +447,16 @@ def main(argv=None):
     ap.add_argument("--check-config", metavar="EXABGP_CONF",
                     help="only run the guard over an ExaBGP configuration and exit 0 (clean) or 1")
     args = ap.parse_args(argv)
-    with open(args.config) as f:
-        cfg = json.load(f)
     if args.check_config:
         try:
+            with open(args.config) as f:
+                cfg = json.load(f)
             return check_config_main(cfg, args.check_config)
-        except (GuardError, OSError) as exc:
-            sys.stderr.write("vipinjector guard: %s\n" % exc)
+        except Exception as exc:  # pylint: disable=broad-except
+            # fail closed: a pre-start check that cannot run keeps ExaBGP from starting
+            sys.stderr.write("vipinjector guard: REFUSED, the check could not run (%s: %s)\n"
+                             % (type(exc).__name__, exc))
             return 1
+    with open(args.config) as f:
+        cfg = json.load(f)
     return Helper(cfg).run()

@@ -77,7 +77,8 @@ def recap(stdout):
 
 
 def lab_build():
-    return playbook("lab.yml", "-e", "lab_topology=%s" % TOPOLOGY, inventory=False)
+    # with the fabric as inventory: its group_vars (the lab's vault) give the spines their TCP-MD5 key
+    return playbook("lab.yml", "-e", "lab_topology=%s" % TOPOLOGY)
 
 
 def lab_teardown(check=False):

@@ -17,9 +17,11 @@ from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import 
 
 # Fake keys (test fixtures, not secrets): they show where the per-host key lands.
 CASES = {
-    "lab": {"fabric": "inventories/lab/fabric.yml", "options": {"md5": "required"},
+    # as the lab runs: MD5 on every host and spine session
+    "lab": {"fabric": "inventories/lab/fabric.yml", "options": {"md5": "required", "uplink_md5": "required"},
             "md5": {"lab-r1-h1": "golden-key-r1h1", "lab-r1-h2": "golden-key-r1h2",
-                    "lab-r2-h1": "golden-key-r2h1", "lab-r2-h2": "golden-key-r2h2"}},
+                    "lab-r2-h1": "golden-key-r2h1", "lab-r2-h2": "golden-key-r2h2",
+                    "lab-spine1": "golden-key-spine1"}},
     "example": {"fabric": "inventories/example/fabric.yml",
                 "options": {"bfd": {"enabled": True}, "hop_limit": {"mode": "multihop", "hops": 2}},
                 "md5": {"gpu-b1-az1-r1-h2": "golden-key-h2"}},

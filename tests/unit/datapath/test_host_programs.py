@@ -47,7 +47,7 @@ def rendered():
         topo = load_topology(yaml.safe_load(handle))
     plan = FabricPlan(topo).allocate()
     host = dict((h.name, plan.host_data(h)) for h in topo.hosts)["lab-r1-h2"]
-    return render.render_instance(host, 1, {"md5_password": "k#ey-1"})
+    return render.render_instance(host, 1, {"md5_password": "k#ey-1", "health": {"type": "none"}})
 
 
 def test_helper_guard_runs_from_the_bundle(rendered, tmp_path):

@@ -205,6 +205,43 @@ def test_missing_md5_key_when_required():
     assert path == "md5_keys.lab-r1-h2" and "required" in msg and "lab-r1-h2" in fix
 
 
+def test_uplink_md5_on_both_ends_of_every_spine_session():
+    plan = lab_plan()
+    keys = {"lab-r1-h1": "k1", "lab-r1-h2": "k2", "lab-r2-h1": "k3", "lab-r2-h2": "k4", "lab-spine1": "spine-k"}
+    out = tor_policy.build_fabric_configs(plan, {"md5": "required", "uplink_md5": "required"}, keys)
+    sessions = 0
+    for name in ("lab-r1-tor", "lab-r2-tor"):
+        ups = out[name]["structured"]["uplinks"]
+        assert ups and all(u["md5_key"] == "spine-k" for u in ups)
+        for u in ups:
+            assert " neighbor %s password spine-k\n" % u["address"] in out[name]["text"]
+            # the spine has the same key on the other end of this very session
+            assert " neighbor %s password spine-k\n" % u["local"] in out["lab-spine1"]["text"]
+            sessions += 1
+    assert out["lab-spine1"]["text"].count(" password spine-k") == sessions == 4
+    from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact
+    assert "spine-k" not in str(redact(out["lab-spine1"]["structured"])) + redact(out["lab-r1-tor"]["text"])
+    # optional (the default) without a spine key: no password; off: none even with a key
+    plain = tor_policy.build_fabric_configs(plan, {}, {"lab-r1-h1": "k1"})
+    assert " password" not in plain["lab-spine1"]["text"]
+    off = tor_policy.build_fabric_configs(plan, {"uplink_md5": "off"}, keys)
+    assert " password" not in off["lab-spine1"]["text"]
+    assert " password spine-k" not in off["lab-r1-tor"]["text"]
+
+
+def test_missing_uplink_md5_key_when_required_on_tor_and_spine():
+    plan = lab_plan()
+    with pytest.raises(tor_policy.TorPolicyError) as exc:
+        tor_policy.tor_structured_config(lab_rack(plan), {"uplink_md5": "required"}, {})
+    (path, value, msg, fix), = _problems(exc)
+    assert path == "md5_keys.lab-spine1" and "uplink_md5" in msg and "lab-r1-tor" in msg and "lab-spine1" in fix
+    spine = plan.spine_data(plan.topo.spines[0])
+    with pytest.raises(tor_policy.TorPolicyError) as exc:
+        tor_policy.spine_structured_config(spine, {"uplink_md5": "required"}, md5_keys={"lab-spine1": "a b"})
+    (path, value, msg, fix), = _problems(exc)
+    assert path == "md5_keys.lab-spine1" and "a b" not in str(exc.value) and value == "<3 characters>"
+
+
 def test_unknown_platform():
     with pytest.raises(tor_policy.TorPolicyError) as exc:
         tor_policy.tor_structured_config(lab_rack(), platform="junos")
@@ -298,3 +335,24 @@ def test_maximum_prefix_threshold_auto_and_explicit():
     with pytest.raises(tor_policy.TorPolicyError) as exc:
         tor_policy.tor_structured_config(lab_rack(), {"maximum_prefix_threshold": 0})
     assert _problems(exc)[0][0] == "options.maximum_prefix_threshold"
+
+
+def test_lab_builds_spine_and_tor_uplinks_with_the_spine_key(tmp_path):
+    """The lab's spines get their TCP-MD5 key at build time (lab_fabric passes the inventory's keys),
+    the ToRs' uplink part the same one, so the rollout's ToR policy (uplink_md5) finds matching ends;
+    the lab's plan hash leaves the keys out (no key-derived value in the state file)."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
+    fabric = os.path.join(REPO, "inventories", "lab", "fabric.yml")
+    keyed = open_lab(fabric, state_root=str(tmp_path), md5_keys={"lab-spine1": "lab-spine-k"}).spec
+    plain = open_lab(fabric, state_root=str(tmp_path)).spec
+    spine = keyed.spine_config(0, keyed.spines[0])
+    assert spine.count(" password lab-spine-k\n") == 4 and " password" not in plain.spine_config(0, plain.spines[0])
+    tor = keyed.tor_config(keyed.racks[0])
+    assert tor.count(" password lab-spine-k\n") == 2
+    full = tor_policy.build_fabric_configs(lab_plan(), {"md5": "required", "uplink_md5": "required"},
+                                           {"lab-r1-h1": "a", "lab-r1-h2": "b", "lab-r2-h1": "c", "lab-r2-h2": "d",
+                                            "lab-spine1": "lab-spine-k"})
+    ups = [line for line in full["lab-r1-tor"]["text"].splitlines() if "password lab-spine-k" in line]
+    assert ups == [line for line in tor.splitlines() if "password lab-spine-k" in line]
+    # the lab_* modules open the lab without keys: same hash, and none derived from a key
+    assert keyed.plan_hash() == plain.plan_hash()

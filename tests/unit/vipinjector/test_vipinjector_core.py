@@ -13,6 +13,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector impo
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import guard as rt
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+NONE = {"type": "none"}  # explicit consent: no workload health check
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def hosts():
 
 @pytest.fixture(scope="module")
 def inst(hosts):
-    return render.render_instance(hosts["lab-r1-h2"], 1, {"md5_password": "k#ey-1"})
+    return render.render_instance(hosts["lab-r1-h2"], 1, {"md5_password": "k#ey-1", "health": NONE})
 
 
 def _alloc(inst):
@@ -53,14 +54,14 @@ def test_render_one_session_per_nic_with_plan_addresses(hosts, inst):
 
 
 def test_render_is_deterministic_and_two_nic_host(hosts):
-    a = render.render_instance(hosts["lab-r1-h1"], 2)
-    b = render.render_instance(hosts["lab-r1-h1"], 2)
+    a = render.render_instance(hosts["lab-r1-h1"], 2, {"health": NONE})
+    b = render.render_instance(hosts["lab-r1-h1"], 2, {"health": NONE})
     assert a["files"] == b["files"]
     assert a["files"]["exabgp.conf"].count("inherit vipinjector;") == 2
 
 
 def test_render_ipv4_sessions_and_no_ttl(hosts):
-    r = render.render_instance(hosts["lab-r2-h1"], 1, {"session_family": "ipv4", "outgoing_ttl": None})
+    r = render.render_instance(hosts["lab-r2-h1"], 1, {"session_family": "ipv4", "outgoing_ttl": None, "health": NONE})
     conf = r["files"]["exabgp.conf"]
     assert "outgoing-ttl" not in conf
     assert "neighbor 198.18." in conf and "neighbor fd00" not in conf
@@ -76,20 +77,32 @@ def test_render_ipv4_sessions_and_no_ttl(hosts):
     ({"log_level": "DEBUG"}, "log_level"),
     ({"md5_password": 'a"b'}, "md5_password"),
     ({"md5_password": "a'b"}, "md5_password"),
+    ({"md5_password": "a b"}, "md5_password"),
+    ({"md5_password": "a\tb"}, "md5_password"),
     ({"nope": 1}, "nope"),
     ({"announce_families": []}, "announce_families"),
 ])
 def test_render_bad_input_names_field_value_fix(hosts, opts, field):
     with pytest.raises(render.RenderError) as ei:
-        render.render_instance(hosts["lab-r1-h2"], 1, opts)
+        render.render_instance(hosts["lab-r1-h2"], 1, dict({"health": NONE}, **opts))
     msg = str(ei.value)
     assert field in msg and "Fix:" in msg
     assert 'a"b' not in msg and "a'b" not in msg  # keys are never echoed
 
 
+def test_render_refuses_a_slot_without_an_explicit_health_check(hosts):
+    for opts in ({}, {"health": {}}, {"health": {"interval": 2}}, {"health": {"type": None}}):
+        with pytest.raises(render.RenderError) as ei:
+            render.render_instance(hosts["lab-r1-h2"], 1, opts)
+        msg = str(ei.value)
+        assert msg.startswith("health.type:") and "vipinjector_health" in msg and "type: none" in msg, msg
+    conf = render.render_instance(hosts["lab-r1-h2"], 1, {"health": {"type": "tcp", "host": "::1", "port": 80}})
+    assert json.loads(conf["files"]["helper.json"])["health"]["type"] == "tcp"
+
+
 def test_render_unknown_slot(hosts):
     with pytest.raises(render.RenderError, match="slot.*no such task slot"):
-        render.render_instance(hosts["lab-r1-h2"], 9)
+        render.render_instance(hosts["lab-r1-h2"], 9, {"health": NONE})
 
 
 @pytest.mark.skipif(shutil.which("exabgp") is None and not os.path.exists(os.path.join(REPO, ".venv/bin/exabgp")),
@@ -98,7 +111,7 @@ def test_rendered_config_passes_exabgp_validate(hosts, tmp_path):
     helper = tmp_path / "helper"
     helper.write_text("#!/bin/sh\n")
     helper.chmod(0o755)
-    r = render.render_instance(hosts["lab-r1-h2"], 2, {"install_dir": str(tmp_path)})
+    r = render.render_instance(hosts["lab-r1-h2"], 2, {"install_dir": str(tmp_path), "health": NONE})
     conf = r["files"]["exabgp.conf"].replace(os.path.join(str(tmp_path), "venv", "bin", "python3") + " ", "")
     conf = conf.replace(os.path.join(str(tmp_path), "bin", "vipinjector-helper"), str(helper))
     ok, out = render.exabgp_validate(conf, os.path.join(REPO, ".venv", "bin", "exabgp"))
@@ -114,8 +127,11 @@ def test_guard_accepts_own_announcements(inst):
     p = a.check("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.148")
     assert p["action"] == "announce"
     a.check("neighbor fd00:10:0:9::1 announce route fd00:10:0:8::8/128 next-hop fd00:10:0:9::4")
-    a.check("neighbor fd00:10:0:9::1 announce route fd00:10:0:8::8/128 next-hop self")
-    a.check("neighbor fd00:10:0:9::1 withdraw route 198.18.0.2/32")  # withdrawing cannot hijack
+    a.check("neighbor fd00:10:0:9::1 withdraw route 198.18.0.136/32")
+    # another prefix only when the configuration guard found it (refused mode withdraws it)
+    with pytest.raises(rt.GuardError, match="not this instance"):
+        a.check("neighbor fd00:10:0:9::1 withdraw route 198.18.0.2/32")
+    a.check("neighbor fd00:10:0:9::1 withdraw route 198.18.0.2/32", ["198.18.0.2/32"])
 
 
 @pytest.mark.parametrize("cmd,why", [
@@ -123,7 +139,17 @@ def test_guard_accepts_own_announcements(inst):
     ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/31 next-hop 198.18.0.148", "not this instance"),
     ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.132", "next-hop"),
     ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32", "no next-hop"),
-    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop self community 1:1", "attributes"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.148 community 1:1", "attributes"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop self", "next-hop self"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.132 next-hop 198.18.0.148",
+     "repeats"),
+    ("neighbor fd00:10:0:9::1 withdraw route 198.18.0.136/32 next-hop 198.18.0.148", "attributes"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.148\nannounce route "
+     "198.18.0.7/32 next-hop self", "one line"),
+    ("neighbor fd00:10:0:9::1 announce route 198.18.0.136/32 next-hop 198.18.0.148; announce route "
+     "198.18.0.7/32", "separator"),
+    ("neighbor fd00:10:0:9::1%eth0 announce route 198.18.0.136/32 next-hop 198.18.0.148", "zone"),
+    ("neighbor fd00:10:0:9::1  announce route 198.18.0.136/32 next-hop 198.18.0.148", "single spaces"),
     ("neighbor fd00:10:0:99::1 announce route 198.18.0.136/32 next-hop self", "not one of"),
     ("announce route 198.18.0.136/32 next-hop self", "neighbor"),
     ("neighbor fd00:10:0:9::1 announce flow route { match { destination 1.2.3.4/32; } }", "nothing else"),

@@ -26,7 +26,7 @@ def host():
 def _run(host, tmp_path, key, capsys, check_mode=False):
     args = {"host": host, "slot": 1, "md5_password": key, "validate": False,
             "options": {"install_dir": str(tmp_path / "inst"), "config_dir": str(tmp_path / "etc"),
-                        "runtime_dir": str(tmp_path / "run")},
+                        "runtime_dir": str(tmp_path / "run"), "health": {"type": "none"}},
             "_ansible_check_mode": check_mode, "_ansible_diff": True}
     with patch_module_args(args), pytest.raises(SystemExit):
         vipinjector_instance.main()
