@@ -144,7 +144,7 @@ def test_live_comparison(plan):
 def test_spoof_counts_from_bpftool_dump():
     def hx(b):
         return ["0x%02x" % x for x in b]
-    dump = [{"key": hx(struct.pack("<I", 1)), "values": [{"cpu": 0, "value": hx(struct.pack("<Q", 5))},
-                                                        {"cpu": 1, "value": hx(struct.pack("<Q", 7))}]},
+    per_cpu = [{"cpu": 0, "value": hx(struct.pack("<Q", 5))}, {"cpu": 1, "value": hx(struct.pack("<Q", 7))}]
+    dump = [{"key": hx(struct.pack("<I", 1)), "values": per_cpu},
             {"key": hx(struct.pack("<I", 2)), "values": [{"cpu": 0, "value": hx(struct.pack("<Q", 0))}]}]
     assert A.spoof_counts_from_dump(dump) == {1: 12, 2: 0}
