@@ -270,12 +270,10 @@ class Datapath(object):
         """Kernel mode: the nftables table that drops and counts spoofed sources on the slots' veths
         (rebuilt atomically when it differs, counters carried over). eBPF mode: the program checks
         sources itself (a netdev ingress hook would be bypassed by its redirects): table removed."""
+        if self.spec["ebpf"]:
+            return []   # a table a kernel-mode deployment left goes after the programs are attached
         live = self._nft_live()
         table = "nftables table %s %s" % (antispoof.NFT_FAMILY, antispoof.NFT_TABLE)
-        if self.spec["ebpf"]:
-            if live is None:
-                return []
-            return [Change("delete %s (eBPF mode checks sources in its program)" % table, self._nft_delete)]
         if not shutil.which("nft"):
             raise datapath_run.CommandError(
                 "anti-spoofing: host %s has no nft command (kernel-mode datapath, host_datapath_ebpf: false, drops "
@@ -287,6 +285,14 @@ class Datapath(object):
         script = antispoof.nft_script(self.spec, (live or {}).get("counters"))
         return [Change("%s: anti-spoofing on %d veths of %d slots" % (table, veths, len(self.spec["slots"])),
                        lambda x=script: self.runner.run(["nft", "-f", "-"], stdin=x))]
+
+    def _plan_antispoof_off(self):
+        """eBPF mode: the program checks sources itself (a netdev ingress hook would be bypassed by its
+        redirects); a table left by a kernel-mode deployment is deleted once the programs are attached."""
+        if self._nft_live() is None:
+            return []
+        return [Change("delete nftables table %s %s (eBPF mode checks sources in its program)"
+                       % (antispoof.NFT_FAMILY, antispoof.NFT_TABLE), self._nft_delete)]
 
     def _plan_runtime_file(self):
         runtime = self.runtime()
@@ -308,7 +314,7 @@ class Datapath(object):
             # check mode on a fresh host: the role's copy of the object was only simulated
             return [Change("load %s (copied by the role; not on the host yet)" % obj, None)] + \
                 [Change("attach %s on %s ingress (pref %d)" % (self._program_for(dev), dev, datapath_bpf.TC_PREF), None)
-                 for dev in devs]
+                 for dev in devs] + self._plan_antispoof_off()
         if not obj or not os.path.exists(obj):
             raise datapath_bpf.BpfError("bpf_object %r not found on the host. Fix: let the role copy the compiled "
                                         "object (host_datapath_bpf_object) or set host_datapath_ebpf: false." % obj)
@@ -320,7 +326,7 @@ class Datapath(object):
                 changes.append(Change("unpin old version %s" % old, lambda v=old: self.bpf.remove_version(v)))
         if not self.state or self.state.get("bpf_version") != version:
             changes.append(Change("record bpf version %s" % version, lambda v=version: self._record("bpf_version", v)))
-        return changes
+        return changes + self._plan_antispoof_off()
 
     def _plan_bpf_load(self, obj, version):
         """bpffs, the object's programs and maps. Returns (changes, loaded, {program: (id, tag)})."""
