@@ -148,3 +148,73 @@ def test_spoof_counts_from_bpftool_dump():
     dump = [{"key": hx(struct.pack("<I", 1)), "values": per_cpu},
             {"key": hx(struct.pack("<I", 2)), "values": [{"cpu": 0, "value": hx(struct.pack("<Q", 0))}]}]
     assert A.spoof_counts_from_dump(dump) == {1: 12, 2: 0}
+
+
+class _Proc(object):
+    def __init__(self, rc, out=""):
+        self.returncode, self.stdout, self.stderr = rc, out, ""
+
+
+class _FakeRunner(object):
+    """nft reads answered from a fake live table (None = absent); writes recorded, not run."""
+
+    def __init__(self, text=None, js=None):
+        self.text, self.js, self.log, self.ran = text, js, [], []
+
+    def read(self, argv, check=True):
+        if argv[:2] == ["nft", "list"]:
+            return _Proc(0, self.text) if self.text else _Proc(1)
+        if argv[:3] == ["nft", "-j", "list"]:
+            return _Proc(0, self.js) if self.js else _Proc(1)
+        raise AssertionError(argv)
+
+    def run(self, argv, check=True, stdin=None, record=True):
+        self.ran.append((argv, stdin))
+        return _Proc(0)
+
+
+def _datapath(plan, runner, ebpf=False):
+    from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core
+    return core.Datapath(S.build_spec(plan["lab-r1-h1"], ebpf=ebpf), core.Options(state_dir="/nonexistent"), runner)
+
+
+def test_kernel_mode_plans_the_table_once_and_keeps_counters(plan, monkeypatch):
+    from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core
+    monkeypatch.setattr(core.shutil, "which", lambda name: "/usr/sbin/" + name)
+    fresh = _FakeRunner()
+    dp = _datapath(plan, fresh)
+    changes = dp._plan_antispoof()
+    assert [c.desc for c in changes] == ["nftables table netdev netscale_multinic: anti-spoofing on 4 veths of 2 slots"]
+    changes[0].fn()
+    argv, script = fresh.ran[0]
+    assert argv == ["nft", "-f", "-"] and script == A.nft_script(dp.spec)
+    dummy, digest = A.render_ruleset(dp.spec)
+    text = 'table netdev netscale_multinic {\n\tcomment "netscale.multinic anti-spoofing %s"\n}' % digest
+    same = _FakeRunner(text, _live_json(dp.spec, counters={2: (9, 540)}))
+    assert _datapath(plan, same)._plan_antispoof() == [], "second run: 0 changed"
+    stale = _FakeRunner(text.replace(digest, "f" * 16), _live_json(dp.spec, counters={2: (9, 540)}))
+    c = _datapath(plan, stale)._plan_antispoof()
+    c[0].fn()
+    assert "counter spoof_slot2 {\n\t\tpackets 9 bytes 540" in stale.ran[0][1], "counters carried over a rebuild"
+
+
+def test_kernel_mode_without_nft_fails_naming_host_and_fix(plan, monkeypatch):
+    from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core
+    monkeypatch.setattr(core.shutil, "which", lambda name: None)
+    with pytest.raises(core.datapath_run.CommandError) as err:
+        _datapath(plan, _FakeRunner())._plan_antispoof()
+    assert "lab-r1-h1 has no nft command" in str(err.value) and "install the nftables package" in str(err.value)
+
+
+def test_ebpf_mode_removes_a_left_table_and_removal_deletes_it(plan, monkeypatch):
+    from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core
+    monkeypatch.setattr(core.shutil, "which", lambda name: "/usr/sbin/" + name)
+    left = _FakeRunner("table netdev netscale_multinic {\n}", _live_json(S.build_spec(plan["lab-r1-h1"])))
+    dp = _datapath(plan, left, ebpf=True)
+    assert dp._plan_antispoof() == []
+    off = dp._plan_antispoof_off()
+    assert [c.desc for c in off] == ["delete nftables table netdev netscale_multinic (eBPF mode checks sources in its program)"]
+    assert [c.desc for c in dp._plan_removal_antispoof()] == ["delete nftables table netdev netscale_multinic"]
+    off[0].fn()
+    assert left.ran == [(["nft", "delete", "table", "netdev", "netscale_multinic"], None)]
+    assert _datapath(plan, _FakeRunner(), ebpf=True)._plan_antispoof_off() == []
