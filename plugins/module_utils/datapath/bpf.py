@@ -19,6 +19,7 @@ import struct
 import subprocess
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import antispoof
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath.spec import EBPF_MAX_NICS
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
@@ -32,7 +33,7 @@ MAX_NICS = EBPF_MAX_NICS
 AF_INET = 2
 AF_INET6 = 10
 STATS = ("in_redirect", "in_pass", "out_redirect", "out_failover", "out_local", "out_pass",
-         "out_noroute")
+         "out_noroute", "out_spoof")
 SOURCE_NAME = "multinic_datapath.c"
 
 
@@ -122,13 +123,14 @@ def desired_maps(spec, host_links, ns_links, local=None):
             hv = host_links[sn["veth"]]
             cv = ns_links[slot["netns"]][sn["ifname"]]
             nic_if = host_links[nic_by_index[sn["index"]]["name"]]["ifindex"]
-            veth[struct.pack("<I", hv["ifindex"])] = struct.pack("<II", sn["index"], 0)
+            veth[struct.pack("<I", hv["ifindex"])] = struct.pack("<II", sn["index"], int(slot["slot"]))
             val = struct.pack("<I6s6s", hv["ifindex"], _mac(cv["address"]), _mac(hv["address"]))
             addrs = [sn.get("ipv4"), sn.get("ipv6"), slot.get("task_ipv4"), slot.get("task_ipv6")]
             for a in addrs:
                 if a:
                     ingress[ing_key(nic_if, a)] = val
-    out = {"mn_nics": nics, "mn_cfg": cfg, "mn_veth": veth, "mn_ingress": ingress}
+    out = {"mn_nics": nics, "mn_cfg": cfg, "mn_veth": veth, "mn_ingress": ingress,
+           "mn_src": antispoof.src_map(spec)}
     if local is not None:
         out.update(local[0])
     return out
@@ -185,7 +187,8 @@ class Bpf(object):
     def loaded(self, version):
         return all(os.path.exists(self.prog_pin(version, p)) for p in (PROG_NIC, PROG_VETH)) and \
             all(os.path.exists(self.map_pin(version, m)) for m in ("mn_nics", "mn_cfg", "mn_veth",
-                                                                   "mn_ingress", "mn_stats"))
+                                                                   "mn_ingress", "mn_stats", "mn_src",
+                                                                   "mn_spoof"))
 
     def load(self, obj, version):
         d = self.vdir(version)
@@ -268,6 +271,17 @@ class Bpf(object):
             if idx < len(STATS):
                 out[STATS[idx]] = total
         return out
+
+    def spoof_counts(self, version=None):
+        """{slot number: spoofed packets dropped} (mn_spoof; a slot without drops has no entry)."""
+        version = version or (self.versions() or [None])[-1]
+        if not version:
+            return {}
+        p = self.r.read(["bpftool", "-j", "map", "dump", "pinned", self.map_pin(version, "mn_spoof")],
+                        check=False)
+        if p.returncode != 0:
+            return {}
+        return antispoof.spoof_counts_from_dump(json.loads(p.stdout or "[]"))
 
     # --- tc ---------------------------------------------------------------------------------
     def has_clsact(self, dev):

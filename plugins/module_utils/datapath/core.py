@@ -20,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 from typing import Callable, Optional
 
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import antispoof
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bpf as datapath_bpf
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import desired
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
@@ -111,7 +113,7 @@ class Datapath(object):
         changes = self._plan_host_sysctls() + self._plan_nic_addresses()
         for slot in self.spec["slots"]:
             changes += self._plan_slot(slot)
-        return changes + self._plan_host_routing() + self._plan_runtime_file()
+        return changes + self._plan_host_routing() + self._plan_antispoof() + self._plan_runtime_file()
 
     def _sysctl_change(self, key, value):
         current = datapath_run.sysctl_get(key)
@@ -249,6 +251,49 @@ class Datapath(object):
                 changes.append(Change("rule %s" % " ".join(argv[3:]), lambda a=argv: self.runner.ip(a)))
         return changes
 
+    # ---- anti-spoofing (eBPF mode: mn_src/mn_spoof in plan_bpf; kernel mode: nftables) -------------
+    def _nft_live(self):
+        """The live anti-spoofing table (antispoof.parse_live) or None (absent, or no nft)."""
+        if not shutil.which("nft"):
+            return None
+        where = [antispoof.NFT_FAMILY, antispoof.NFT_TABLE]
+        text = self.runner.read(["nft", "list", "table"] + where, check=False)
+        if text.returncode != 0:
+            return None
+        js = self.runner.read(["nft", "-j", "list", "table"] + where, check=False)
+        return antispoof.parse_live(text.stdout, js.stdout)
+
+    def _nft_delete(self):
+        self.runner.run(["nft", "delete", "table", antispoof.NFT_FAMILY, antispoof.NFT_TABLE], check=False)
+
+    def _plan_antispoof(self):
+        """Kernel mode: the nftables table that drops and counts spoofed sources on the slots' veths
+        (rebuilt atomically when it differs, counters carried over). eBPF mode: the program checks
+        sources itself (a netdev ingress hook would be bypassed by its redirects): table removed."""
+        if self.spec["ebpf"]:
+            return []   # a table a kernel-mode deployment left goes after the programs are attached
+        live = self._nft_live()
+        table = "nftables table %s %s" % (antispoof.NFT_FAMILY, antispoof.NFT_TABLE)
+        if not shutil.which("nft"):
+            raise datapath_run.CommandError(
+                "anti-spoofing: host %s has no nft command (kernel-mode datapath, host_datapath_ebpf: false, drops "
+                "spoofed sources with nftables). Fix: install the nftables package on the host, or deploy it with "
+                "host_datapath_ebpf: true." % self.spec["host"])
+        if antispoof.live_matches(self.spec, live):
+            return []
+        veths = sum(len(s["nics"]) for s in self.spec["slots"])
+        script = antispoof.nft_script(self.spec, (live or {}).get("counters"))
+        return [Change("%s: anti-spoofing on %d veths of %d slots" % (table, veths, len(self.spec["slots"])),
+                       lambda x=script: self.runner.run(["nft", "-f", "-"], stdin=x))]
+
+    def _plan_antispoof_off(self):
+        """eBPF mode: the program checks sources itself (a netdev ingress hook would be bypassed by its
+        redirects); a table left by a kernel-mode deployment is deleted once the programs are attached."""
+        if self._nft_live() is None:
+            return []
+        return [Change("delete nftables table %s %s (eBPF mode checks sources in its program)"
+                       % (antispoof.NFT_FAMILY, antispoof.NFT_TABLE), self._nft_delete)]
+
     def _plan_runtime_file(self):
         runtime = self.runtime()
         if record.load_json(self.runtime_path) == runtime:
@@ -269,7 +314,7 @@ class Datapath(object):
             # check mode on a fresh host: the role's copy of the object was only simulated
             return [Change("load %s (copied by the role; not on the host yet)" % obj, None)] + \
                 [Change("attach %s on %s ingress (pref %d)" % (self._program_for(dev), dev, datapath_bpf.TC_PREF), None)
-                 for dev in devs]
+                 for dev in devs] + self._plan_antispoof_off()
         if not obj or not os.path.exists(obj):
             raise datapath_bpf.BpfError("bpf_object %r not found on the host. Fix: let the role copy the compiled "
                                         "object (host_datapath_bpf_object) or set host_datapath_ebpf: false." % obj)
@@ -281,7 +326,7 @@ class Datapath(object):
                 changes.append(Change("unpin old version %s" % old, lambda v=old: self.bpf.remove_version(v)))
         if not self.state or self.state.get("bpf_version") != version:
             changes.append(Change("record bpf version %s" % version, lambda v=version: self._record("bpf_version", v)))
-        return changes
+        return changes + self._plan_antispoof_off()
 
     def _plan_bpf_load(self, obj, version):
         """bpffs, the object's programs and maps. Returns (changes, loaded, {program: (id, tag)})."""
@@ -432,7 +477,7 @@ class Datapath(object):
         self.live.forget()
         state = self.state or record.new_record()
         self.spec = state.get("spec") or self.spec
-        changes = (self._plan_removal_programs(state) + self._plan_removal_routing()
+        changes = (self._plan_removal_programs(state) + self._plan_removal_antispoof() + self._plan_removal_routing()
                    + self._plan_removal_links(state) + self._plan_removal_bpffs(state)
                    + self._plan_removal_sysctls(state) + self._plan_removal_files())
         if not check_mode:
@@ -451,6 +496,11 @@ class Datapath(object):
                 changes.append(Change("delete clsact on %s (created by this role)" % dev,
                                       lambda d=dev: (self.bpf.others_on(d) == 0 and self.bpf.del_clsact(d))))
         return changes
+
+    def _plan_removal_antispoof(self):
+        if self._nft_live() is None:
+            return []
+        return [Change("delete nftables table %s %s" % (antispoof.NFT_FAMILY, antispoof.NFT_TABLE), self._nft_delete)]
 
     def _plan_removal_routing(self):
         """Policy rules, proxy entries and host routes."""

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import antispoof
 
 try:
     from pyroute2 import IPRoute
@@ -127,18 +131,49 @@ def _netkit():
     return False
 
 
-def multinic_state(state_dir="/var/lib/netscale-multinic"):
+def _output(argv):
+    if not shutil.which(argv[0]):
+        return None
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    return p.stdout if p.returncode == 0 else None
+
+
+def spoof_counts(spec, bpf_version, bpffs_root="/sys/fs/bpf"):
+    """(source, {slot number: spoofed packets dropped}) of the mode the host runs; source None when
+    the counters cannot be read (datapath not deployed, tool missing)."""
+    if spec.get("ebpf"):
+        if not bpf_version:
+            return None, {}
+        pin = os.path.join(bpffs_root, "netscale-multinic", "v-" + bpf_version, "maps", "mn_spoof")
+        out = _output(["bpftool", "-j", "map", "dump", "pinned", pin])
+        if out is None:
+            return None, {}
+        return "ebpf:mn_spoof", antispoof.spoof_counts_from_dump(json.loads(out or "[]"))
+    out = _output(["nft", "-j", "list", "counters", "table", antispoof.NFT_FAMILY, antispoof.NFT_TABLE])
+    if out is None:
+        return None, {}
+    live = antispoof.parse_live("-", out)
+    return "nftables:%s %s" % (antispoof.NFT_FAMILY, antispoof.NFT_TABLE), \
+        dict((slot, v[0]) for slot, v in live["counters"].items())
+
+
+def multinic_state(state_dir="/var/lib/netscale-multinic", bpffs_root="/sys/fs/bpf"):
     try:
         with open(os.path.join(state_dir, "datapath.json")) as f:
             st = json.load(f)
     except (IOError, OSError, ValueError):
         return {"configured": False}
     spec = st.get("spec") or {}
+    source, counts = spoof_counts(spec, st.get("bpf_version"), bpffs_root)
     return {"configured": True, "host": spec.get("host"), "ebpf": spec.get("ebpf"),
             "bpf_version": st.get("bpf_version"),
             "slots": [s["netns"] for s in spec.get("slots", [])],
-            "nics": [n["name"] for n in spec.get("nics", [])]}
+            "nics": [n["name"] for n in spec.get("nics", [])],
+            "spoof_counter": source,
+            "spoofed_drops": dict((s["netns"], counts.get(int(s["slot"]), 0) if source else None)
+                                  for s in spec.get("slots", []))}
 
 
 def gather(state_dir="/var/lib/netscale-multinic", bpffs_root="/sys/fs/bpf"):
-    return {"nics": nic_facts(), "capabilities": capabilities(bpffs_root), "state": multinic_state(state_dir)}
+    return {"nics": nic_facts(), "capabilities": capabilities(bpffs_root),
+            "state": multinic_state(state_dir, bpffs_root)}

@@ -32,6 +32,7 @@ def snapshot(fab, host):
               "/proc/sys/net/ipv6/neigh/*/proxy_delay /proc/sys/net/ipv4/ip_forward /proc/sys/net/ipv4/fib_* "
               "/proc/sys/net/ipv6/fib_*; do echo \"$f $(cat $f 2>/dev/null | tr '\\n' ' ')\"; done"])
     out["sysctl"] = p.stdout
+    out["nft"] = H.sh(["nsenter", "--net=/run/netns/" + ns, "nft", "list", "ruleset"]).stdout  # anti-spoofing (kernel)
     out["netns"] = sorted(n for n in os.listdir("/run/netns") if n.startswith(fab.prefix + "-" + host.tag + "s"))
     out["pins"] = sorted(p for p in os.listdir(host.bpffs) if not p.endswith(".debug"))  # bpf_preload files
     return out

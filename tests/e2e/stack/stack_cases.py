@@ -363,6 +363,153 @@ def test_bad_input(stack, case):
     assert changed == {}, "bad input %s changed the host: %s" % (case, str(changed)[:3000])
 
 
+# ---- anti-spoofing (issue 13, deliverable 4) ----------------------------------------------------
+# Run with the lab's python3: inside a slot (sender) and in a node's network namespace (capture).
+SPOOF_SENDER = r"""
+import json, socket, struct, sys
+def csum(b):
+    b += b"\0" * (len(b) % 2)
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+sent = {}
+for src, dst, count, marker in json.loads(sys.argv[1]):
+    data = marker.encode()
+    n = 8 + len(data)
+    if ":" in src:
+        s6, d6 = socket.inet_pton(socket.AF_INET6, src), socket.inet_pton(socket.AF_INET6, dst)
+        c = csum(s6 + d6 + struct.pack("!I3xB", n, 17) + struct.pack("!HHHH", 40000, 9, n, 0) + data) or 0xffff
+        pkt = struct.pack("!IHBB", 6 << 28, n, 17, 64) + s6 + d6 + struct.pack("!HHHH", 40000, 9, n, c) + data
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)   # implies IPV6_HDRINCL
+    else:
+        pkt = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + n, 0, 0, 64, 17, 0, socket.inet_aton(src),
+                          socket.inet_aton(dst)) + struct.pack("!HHHH", 40000, 9, n, 0) + data
+        sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)    # implies IP_HDRINCL
+    for i in range(count):
+        sock.sendto(pkt, (dst, 0))
+        sent[src] = sent.get(src, 0) + 1
+print(json.dumps(sent))
+"""
+SPOOF_CAPTURE = r"""
+import json, os, select, socket, sys
+ifaces, marker, outgoing = sys.argv[1].split(","), sys.argv[2].encode(), sys.argv[3] == "out"
+socks = {}
+for i in ifaces:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.bind((i, 0))
+    socks[s.fileno()] = (i, s)
+print("ready", flush=True)
+seen = {}
+while True:
+    r = select.select(list(socks) + [0], [], [])[0]
+    if 0 in r and not os.read(0, 4096):
+        break
+    for fd in r:
+        if fd == 0:
+            continue
+        name, s = socks[fd]
+        data, addr = s.recvfrom(65535)
+        if (addr[2] == socket.PACKET_OUTGOING) != outgoing or marker not in data:
+            continue
+        if data[12:14] == b"\x08\x00" and data[23] == 17:
+            src = socket.inet_ntop(socket.AF_INET, data[26:30])
+        elif data[12:14] == b"\x86\xdd" and data[20] == 17:
+            src = socket.inet_ntop(socket.AF_INET6, data[22:38])
+        else:
+            continue
+        key = name + "|" + src
+        seen[key] = seen.get(key, 0) + 1
+print(json.dumps(seen), flush=True)
+"""
+
+
+def _spoofed_drops(lab, host):
+    res = M.adhoc(host, "netscale.multinic.multinic_facts", {"state_dir": "/var/lib/netscale-multinic"})
+    assert "ansible_facts" in res, "multinic_facts on %s: %s" % (host, res)
+    st = res["ansible_facts"]["multinic"]["state"]
+    return st["spoof_counter"], st["spoofed_drops"]
+
+
+def test_antispoof(stack):
+    """From slot 1 of the 4-NIC host, raw-socket UDP to storage with the source of slot 2's task IP,
+    another host's task IP, the host's own NIC address and a random unused lab address (both
+    families): none is seen leaving any host NIC or arriving on the ToR ports, the slot's
+    spoofed_drops (multinic_facts) grows by exactly the number sent, slot 2's does not; in the same
+    run slot 1's own task IPs (same sender, same marker) reach the ToR, ping to storage works and
+    the BGP sessions (container addresses) stay up."""
+    import ipaddress
+    import json
+    import random
+    import subprocess
+
+    lab, host, other = stack.lab, "mns-r1-h2", "mns-r1-h1"
+    tor = lab.tor_of(host)
+    h = lab.hosts[host]
+    n = len(h["nics"])
+    marker = "mnspoof-%08x" % random.getrandbits(32)
+    rnd4, rnd6 = "198.19.200.%d" % random.randint(2, 250), "fd00:77::%x" % random.randint(2, 0xfffe)
+
+    def a(text):
+        return str(ipaddress.ip_address(text.split("/")[0]))
+
+    spoofed = dict((fam, [a(lab.task_ip(host, fam, 2)), a(lab.task_ip(other, fam, 1)), a(h["nics"][0]["address"][fam]),
+                          a(rnd)]) for fam, rnd in (("ipv4", rnd4), ("ipv6", rnd6)))
+    own = dict((fam, a(lab.task_ip(host, fam, 1))) for fam in ("ipv4", "ipv6"))
+    count = 5
+    dst = {"ipv4": M.STO4, "ipv6": M.STO6}
+    plan = [(src, dst[fam], count, marker) for fam in ("ipv4", "ipv6") for src in spoofed[fam]]
+    plan += [(own[fam], dst[fam], count, marker) for fam in ("ipv4", "ipv6")]
+    source0, drops0 = _spoofed_drops(lab, host)
+    assert source0 == ("ebpf:mn_spoof" if stack.mode == "ebpf" else "nftables:netdev netscale_multinic"), source0
+    caps = []
+    try:
+        for ns, devs, direction in ((lab.netns(host), [x["name"] for x in h["nics"]], "out"),
+                                    (lab.netns(tor), [x["tor_port"] for x in h["nics"]], "in")):
+            p = subprocess.Popen(["nsenter", "--net=/run/netns/%s" % ns, "--", "python3", "-c", SPOOF_CAPTURE,
+                                  ",".join(devs), marker, direction], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, universal_newlines=True, start_new_session=True)
+            caps.append(p)
+            assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        sent = json.loads(M.sh(lab.in_slot(host, 1, ["python3", "-c", SPOOF_SENDER, json.dumps(plan)])).stdout)
+        pings = dict((fam, M.sh(lab.in_slot(host, 1, ["ping", "-c", "3", "-i", "0.2", "-W", "2", dst[fam]]), check=False))
+                     for fam in ("ipv4", "ipv6"))
+        source1, drops1 = _spoofed_drops(lab, host)   # also the time the captures keep running
+        seen = []
+        for p in caps:
+            out, err = p.communicate("", timeout=30)
+            seen.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in caps:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()
+    at_nics, at_tor = seen
+
+    def by_src(cap):
+        out = {}
+        for key, v in cap.items():
+            src = key.split("|", 1)[1]
+            out[src] = out.get(src, 0) + v
+        return out
+    bad = set(spoofed["ipv4"] + spoofed["ipv6"])
+    n_spoofed = sum(v for k, v in sent.items() if k in bad)
+    print("%s: sent %s; host NICs saw %s; ToR ports saw %s; spoofed_drops %s -> %s" % (
+        stack.mode, sent, at_nics, at_tor, drops0, drops1))
+    assert n_spoofed == 8 * count and all(sent[own[f]] == count for f in own), sent
+    for where, cap in (("host NICs", by_src(at_nics)), ("ToR ports", by_src(at_tor))):
+        leaked = dict((k, v) for k, v in cap.items() if k in bad)
+        assert leaked == {}, "%s %s: spoofed packets left the host: %s" % (stack.mode, where, leaked)
+        for f in own:
+            assert cap.get(own[f]) == count, "%s %s: legitimate %s from %s: %s of %d" % (
+                stack.mode, where, f, own[f], cap.get(own[f]), count)
+    assert drops1["mn-slot1"] - drops0["mn-slot1"] == n_spoofed, (drops0, drops1)
+    assert drops1["mn-slot2"] == drops0["mn-slot2"], (drops0, drops1)
+    for fam, p in pings.items():
+        assert p.returncode == 0, "%s ping to storage from slot 1: %s" % (fam, p.stdout + p.stderr)
+    assert lab.width(host) == {"ipv4": n, "ipv6": n}, "BGP sessions from the container addresses: %s" % lab.width(host)
+
+
 # ---- removal (last) ----------------------------------------------------------------------------
 def test_removal_restores_hosts(stack):
     """site_absent.yml: no unit, process, file, program, pin, namespace, route or address left; each

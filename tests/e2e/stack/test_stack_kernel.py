@@ -8,7 +8,7 @@ import mns_stack as M
 # The shared cases run here with this module's `stack` fixture: imported to be collected.
 from stack_cases import (  # pylint: disable=unused-import  # noqa: F401
     build_stack, test_site_converges, test_tor_fib_width, test_spread, test_host_local, test_nic_failure,
-    test_removal_restores_hosts,
+    test_antispoof, test_removal_restores_hosts,
 )
 
 

@@ -15,6 +15,9 @@
  *                   loader fills and the NIC watcher keeps in sync; when the loader cannot
  *                   mirror the host's routing (unknown policy rules, too many routes) it clears
  *                   CFG_USE_LOCAL_MAP and the program does a full bpf_fib_lookup per packet.
+ *                   Anti-spoofing first: an IPv4/IPv6 packet whose source is not one of the slot's
+ *                   addresses (mn_src: task IPs, container addresses) is dropped and counted per slot
+ *                   (mn_spoof); link-local sources go to the host stack only (never redirected).
  *
  * Maps are BTF-defined and pinned by the loader (bpftool ... pinmaps) under
  * /sys/fs/bpf/netscale-multinic/<version>/maps; the loader fills them from the plan.
@@ -45,6 +48,7 @@ enum {
 	ST_OUT_LOCAL,       /* veth ingress -> host-local / non-NIC destination, host stack */
 	ST_OUT_PASS,        /* veth ingress -> ND/ARP/link-local/multicast, host stack */
 	ST_OUT_NOROUTE,     /* veth ingress -> no NIC resolves its gateway, host stack */
+	ST_OUT_SPOOF,       /* veth ingress -> source not allowed for the slot, dropped */
 	ST_MAX,
 };
 
@@ -61,8 +65,15 @@ struct ing_val {
 };
 
 struct veth_val {
-	__u32 nic; /* index into mn_nics */
-	__u32 pad;
+	__u32 nic;  /* index into mn_nics */
+	__u32 slot; /* the slot's number (mn_src / mn_spoof key) */
+};
+
+/* A source address a slot may send from (value: 1). */
+struct src_key {
+	__u32 slot;
+	__u32 family;  /* MN_AF_INET / MN_AF_INET6 */
+	__u8 addr[16]; /* IPv4 in the first 4 bytes, rest zero */
 };
 
 struct nic_val {
@@ -140,6 +151,23 @@ struct {
 	__type(value, __u32);
 } mn_local6 SEC(".maps");
 
+/* Allowed sources: per slot its task IPs and container addresses.  Bounded by mn_veth: at most
+ * slots x (2 + 2 x NICs) <= 4096 entries while slots x NICs <= 1024. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct src_key);
+	__type(value, __u32);
+} mn_src SEC(".maps");
+
+/* Spoofed packets dropped, per slot number (entries created by the program on the first drop). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} mn_spoof SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ST_MAX);
@@ -151,6 +179,23 @@ static __always_inline void count(__u32 slot)
 {
 	__u64 *v = bpf_map_lookup_elem(&mn_stats, &slot);
 
+	if (v)
+		*v += 1;
+}
+
+static __always_inline void count_spoof(__u32 slot)
+{
+	__u64 *v = bpf_map_lookup_elem(&mn_spoof, &slot);
+	__u64 one = 1;
+
+	count(ST_OUT_SPOOF);
+	if (v) {
+		*v += 1;
+		return;
+	}
+	if (bpf_map_update_elem(&mn_spoof, &slot, &one, BPF_NOEXIST) == 0)
+		return;
+	v = bpf_map_lookup_elem(&mn_spoof, &slot); /* another CPU created it meanwhile */
 	if (v)
 		*v += 1;
 }
@@ -292,6 +337,31 @@ static __always_inline int nic_usable(struct __sk_buff *skb, struct nic_val *n, 
 	return 0;
 }
 
+/* Source check.  0: allowed (go on), 1: link-scope source, to the host stack only, -1: spoofed. */
+static __always_inline int src_check6(struct veth_val *vv, struct ipv6hdr *ip6)
+{
+	struct src_key sk = {.slot = vv->slot, .family = MN_AF_INET6};
+	const struct in6_addr *a = &ip6->saddr;
+
+	if (a->s6_addr[0] == 0xfe && (a->s6_addr[1] & 0xc0) == 0x80)
+		return 1; /* fe80::/10: the kernel never forwards it (ip6_forward) */
+	if (!a->s6_addr32[0] && !a->s6_addr32[1] && !a->s6_addr32[2] && !a->s6_addr32[3])
+		return ip6->daddr.s6_addr[0] == 0xff ? 1 : -1; /* ::, DAD / MLD to multicast only */
+	__builtin_memcpy(sk.addr, a, 16);
+	return bpf_map_lookup_elem(&mn_src, &sk) ? 0 : -1;
+}
+
+static __always_inline int src_check4(struct veth_val *vv, struct iphdr *ip4)
+{
+	struct src_key sk = {.slot = vv->slot, .family = MN_AF_INET};
+	__u32 h = bpf_ntohl(ip4->saddr);
+
+	if ((h & 0xffff0000) == 0xa9fe0000) /* 169.254/16: link-scope destinations only */
+		return v4_special(ip4->daddr) ? 1 : -1;
+	__builtin_memcpy(sk.addr, &ip4->saddr, 4);
+	return bpf_map_lookup_elem(&mn_src, &sk) ? 0 : -1;
+}
+
 SEC("tc")
 int mn_veth_ingress(struct __sk_buff *skb)
 {
@@ -305,14 +375,25 @@ int mn_veth_ingress(struct __sk_buff *skb)
 	struct cfg_val *cfg;
 	__u32 family, k, cnt, zero = 0, start;
 	__u32 ifindex = skb->ifindex;
+	int src;
 	long rc;
 
 	if ((void *)(eth + 1) > data_end)
+		goto pass;
+	if (skb->vlan_present)
+		goto pass; /* tagged: the host has no VLAN device on the veth, the stack drops it */
+	vv = bpf_map_lookup_elem(&mn_veth, &ifindex);
+	if (!vv)
 		goto pass;
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 
 		if ((void *)(ip6 + 1) > data_end)
+			goto spoof; /* truncated IPv6: no source to check */
+		src = src_check6(vv, ip6);
+		if (src < 0)
+			goto spoof;
+		if (src > 0)
 			goto pass;
 		if (v6_special(&ip6->daddr) || is_nd(data_end, ip6) ||
 		    v6_embedded_v4(&ip6->daddr) || v6_embedded_v4(&ip6->saddr))
@@ -326,8 +407,11 @@ int mn_veth_ingress(struct __sk_buff *skb)
 		struct iphdr *ip4 = (void *)(eth + 1);
 
 		if ((void *)(ip4 + 1) > data_end)
-			goto pass;
-		if (v4_special(ip4->daddr))
+			goto spoof;
+		src = src_check4(vv, ip4);
+		if (src < 0)
+			goto spoof;
+		if (src > 0 || v4_special(ip4->daddr))
 			goto pass;
 		family = MN_AF_INET;
 		p.family = MN_AF_INET;
@@ -338,9 +422,6 @@ int mn_veth_ingress(struct __sk_buff *skb)
 	} else {
 		goto pass; /* ARP: the host answers (proxy ARP for the link-local gateway) */
 	}
-	vv = bpf_map_lookup_elem(&mn_veth, &ifindex);
-	if (!vv)
-		goto pass;
 	cfg = bpf_map_lookup_elem(&mn_cfg, &zero);
 	if (!cfg)
 		goto pass;
@@ -410,6 +491,9 @@ local:
 pass:
 	count(ST_OUT_PASS);
 	return TC_ACT_OK;
+spoof:
+	count_spoof(vv->slot);
+	return TC_ACT_SHOT;
 }
 
 char _license[] SEC("license") = "GPL";
