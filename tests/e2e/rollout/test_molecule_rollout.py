@@ -24,6 +24,8 @@ import subprocess
 
 import pytest
 
+import keysearch
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 STATE_ROOT = "/run/netscale-multinic/lab"
@@ -65,19 +67,37 @@ def molecule(scenario, fabric, **extra):
     assert leftovers(fabric) == {"netns": [], "cgroups": [], "state": []}
     # the ToR role's sysctl.d file lands in the lab box's private /etc/sysctl.d, never the machine's
     assert glob.glob("/etc/sysctl.d/*netscale*") == []
+    return p.stdout + "\n" + p.stderr
+
+
+def assert_no_key_anywhere(fabric_devices, work, output):
+    """Issue 13: no TCP-MD5 key (nor the vaulted secret they derive from) in any byte of the run's output,
+    reports, journal, intended/, ansible-runner job dirs (job events) and the lab nodes' logs."""
+    secret = keysearch.lab_secret()
+    needles = dict(keysearch.lab_keys(fabric_devices, secret))
+    needles["vault secret"] = secret
+    assert os.path.isdir(os.path.join(work, "logs")), "the scenario collected no node logs"
+    hits, nfiles, nbytes = keysearch.search(needles, [work], {"molecule output": output})
+    assert nfiles > 50 and nbytes > 1000000, (nfiles, nbytes)   # the search really read the run's artifacts
+    assert hits == [], hits[:20]
 
 
 @pytest.mark.e2e
 def test_molecule_default_rollout():
+    """The AWX workflow (canary job, approval, fleet job in two parallel slices) through ansible-runner at
+    verbosity 3, idempotent, then one slice failing alone; no key anywhere."""
     work = "/tmp/mnr-molecule-default"
     shutil.rmtree(work, ignore_errors=True)
-    molecule("default", "mnrd", MULTINIC_MOLECULE_FABRIC="tests/e2e/rollout/fabric.yml", MULTINIC_WORK=work)
-    # converge + idempotence = two rollouts, both passed (verify asserted the last one in detail)
+    out = molecule("default", "mnrd", MULTINIC_MOLECULE_FABRIC="tests/e2e/rollout/fabric.yml", MULTINIC_WORK=work)
+    # converge + idempotence = two workflows, every job passed (verify asserted the last one in detail)
     reports = sorted(glob.glob(os.path.join(work, "reports", "*", "report.json")))
-    assert len(reports) >= 2, reports
-    for r in reports[-2:]:
-        with open(r) as f:
-            assert json.load(f)["run"]["status"] == "passed", r
+    assert len(reports) >= 6, reports
+    with open(os.path.join(work, "workflow-last.json")) as f:
+        last = json.load(f)
+    assert last["ok"] and last["changed"] == 0, last
+    events = glob.glob(os.path.join(work, "awx", "job_*", "artifacts", "job_*", "job_events", "*.json"))
+    assert len(events) > 500, len(events)
+    assert_no_key_anywhere(["mnrd-r1-h1", "mnrd-r1-h2", "mnrd-r2-h1", "mnrd-r2-h2", "mnrd-spine1"], work, out)
 
 
 @pytest.mark.e2e
