@@ -102,7 +102,14 @@ def test_molecule_default_rollout():
 
 @pytest.mark.e2e
 def test_molecule_canary_failure():
-    molecule("canary_failure", "mnrc")
+    """Failing rollouts (ToR phase, canary at -vvv with snapshots and rollback, unreachable host, cancel
+    and rollback from the journal) leave the fabric as it was; no key anywhere."""
+    work = "/tmp/mnr-molecule-canary_failure"
+    shutil.rmtree(work, ignore_errors=True)
+    out = molecule("canary_failure", "mnrc")
+    with open(os.path.join(work, "rollout.log")) as f:
+        assert "Using module file" in f.read()   # the failing canary's rollout really ran at -vvv
+    assert_no_key_anywhere(["mnrc-r1-h1", "mnrc-r1-h2", "mnrc-r2-h1", "mnrc-r2-h2", "mnrc-spine1"], work, out)
 
 
 @pytest.mark.e2e
