@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 
 import yaml
 
@@ -22,12 +21,21 @@ PASSWORD_FILE = os.path.join(REPO, ".cache", "lab-vault-password")
 
 
 def lab_secret():
-    p = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-vault"), "view", "--vault-password-file",
-                        PASSWORD_FILE, VAULT], capture_output=True, text=True, check=True, cwd=REPO)
-    data = yaml.safe_load(p.stdout) or {}
-    if "lab_vault_md5_secret" in data:
-        return str(data["lab_vault_md5_secret"])
-    raise AssertionError("the lab vault holds no lab_vault_md5_secret: %s" % sorted(data))
+    """The lab's vaulted secret (an inline ``!vault`` value in vault.yml), decrypted with the lab password."""
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    _Loader.add_constructor("!vault", lambda loader, node: loader.construct_scalar(node))
+    with open(VAULT) as f:
+        data = yaml.load(f, Loader=_Loader) or {}
+    if "lab_vault_md5_secret" not in data:
+        raise AssertionError("the lab vault holds no lab_vault_md5_secret: %s" % sorted(data))
+    with open(PASSWORD_FILE, "rb") as f:
+        password = f.read().strip()
+    plain = VaultLib([("default", VaultSecret(password))]).decrypt(data["lab_vault_md5_secret"].encode())
+    return plain.decode()
 
 
 def lab_keys(names, secret=None):
