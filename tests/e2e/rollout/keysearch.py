@@ -65,3 +65,34 @@ def search(needles, paths=(), texts=None):
                 nbytes += len(raw)
                 hits += [(path, name) for name, value in encoded.items() if value in raw]
     return hits, nfiles, nbytes
+
+
+def key_files(top, needles):
+    """Files under ``top`` that hold a needle: [{path, mode, uid, gid, holds}] (never the needle itself)."""
+    out = []
+    for root, _dirs, files in os.walk(top):
+        for fn in files:
+            path = os.path.join(root, fn)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            try:
+                with open(path, "rb") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            holds = sorted(name for name, value in needles.items() if value and value.encode() in raw)
+            if holds:
+                st = os.stat(path)
+                out.append({"path": path, "mode": "%04o" % (st.st_mode & 0o7777), "uid": st.st_uid,
+                            "gid": st.st_gid, "holds": holds})
+    return out
+
+
+if __name__ == "__main__":
+    # python keysearch.py <lab nodes dir> <out.json> <device> ...: which files of a running lab hold a key
+    import json
+    import sys
+
+    found = key_files(sys.argv[1], lab_keys(sys.argv[3:]))
+    with open(sys.argv[2], "w") as f:
+        json.dump(found, f, indent=1, sort_keys=True)
