@@ -45,6 +45,14 @@ fi
 
 step "pytest"
 targets=(tests/unit tests/integration)
-[ $run_e2e = 1 ] && targets+=(tests/e2e)
+molecule_tests=tests/e2e/rollout/test_molecule_rollout.py
+[ $run_e2e = 1 ] && targets+=(tests/e2e --deselect "$molecule_tests")
 # the slowest tests are listed at the end (where CI time goes)
 python -m pytest --durations=15 "${targets[@]}"
+if [ $run_e2e = 1 ]; then
+  step "pytest: the Molecule scenarios, two at a time"
+  # Each scenario builds its own lab fabric (own node names, namespaces, cgroups, work dir), so two run side
+  # by side; they run after everything else, when the lab image and the sidecar wheels are already cached.
+  # (Timing-sensitive datapath tests never run beside them.)
+  python -m pytest -p xdist -n 2 --dist load --durations=5 "$molecule_tests"
+fi
