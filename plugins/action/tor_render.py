@@ -17,6 +17,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy import build_fabric_configs
+from ansible_collections.netscale.multinic.plugins.module_utils.md5_placeholders import with_placeholders
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact, write_if_changed
 from ansible_collections.netscale.multinic.plugins.modules.tor_render import ARGUMENT_SPEC
 
@@ -61,7 +62,9 @@ class ActionModule(ActionBase):
             cfg_path = os.path.join(dest, "configs", name + ".cfg")
             sc_path = os.path.join(dest, "structured_configs", name + ".yml")
             sc_text = yaml.safe_dump(redact(cfg["structured"]), sort_keys=True, default_flow_style=False)
-            changed_cfg = write_if_changed(cfg_path, cfg["text"], mode=0o600, check_mode=check)
+            # the file on disk names each key (<md5:host>), the device gets the key (frr_config secrets)
+            on_disk, md5_names = with_placeholders(cfg["text"], md5_keys)
+            changed_cfg = write_if_changed(cfg_path, on_disk, mode=0o600, check_mode=check)
             changed_sc = write_if_changed(sc_path, sc_text, mode=0o644, check_mode=check)
             if changed_cfg:
                 written.append(cfg_path)
@@ -74,6 +77,7 @@ class ActionModule(ActionBase):
                          # guessing oracle for a weak key
                          "sha256": hashlib.sha256(redact(cfg["text"]).encode()).hexdigest(),
                          "sysctls": (sc.get("ecmp_hash") or {}).get("sysctls", {}),
-                         "live": bool(sc["capabilities"].get("live"))}
+                         "live": bool(sc["capabilities"].get("live")),
+                         "md5_names": md5_names}
         result.update(changed=bool(written), written=written, devices=out, dest=dest)
         return result

@@ -24,6 +24,13 @@ options:
     description: The intended config text (integrated frr.conf format).
     type: str
     required: true
+  secrets:
+    description:
+      - Keys for the C(<md5:NAME>) placeholders of O(content) (C({NAME: key})), filled in on the device just
+        before validation; a placeholder without a key fails, changing nothing. C(tor_render) writes its configs
+        with these placeholders so that no key is kept on the controller's disk.
+    type: dict
+    default: {}
   candidate_path:
     description: Where the candidate is kept on the device (mode 0600). Default C(<confdir>/netscale-intended.conf).
     type: path
@@ -90,12 +97,14 @@ import os  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.md5_placeholders import fill_placeholders  # noqa: E402
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             content=dict(type="str", required=True, no_log=True),
+            secrets=dict(type="dict", default={}, no_log=True),
             candidate_path=dict(type="path"),
             confdir=dict(type="path", default="/etc/frr"),
             vty_socket=dict(type="path"),
@@ -118,9 +127,14 @@ def main():
     def run(argv):
         return module.run_command(argv, umask=0o077)
 
+    content, missing = fill_placeholders(p["content"], p["secrets"])
+    if missing:
+        module.fail_json(msg="content: placeholders without a key in secrets: %s; pass each key under its name "
+                             "in secrets (the tor_bgp role passes tor_bgp_md5_keys); nothing was changed"
+                         % ", ".join("<md5:%s>" % n for n in missing))
     candidate = p["candidate_path"] or os.path.join(p["confdir"], "netscale-intended.conf")
     try:
-        res = frr_apply.converge(run, target, p["content"], check_mode=module.check_mode,
+        res = frr_apply.converge(run, target, content, check_mode=module.check_mode,
                                  candidate_path=candidate, scratch_dir=target.rundir or None)
     except frr_apply.FrrApplyError as exc:
         module.fail_json(msg=str(exc), output=exc.output)

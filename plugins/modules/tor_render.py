@@ -86,8 +86,11 @@ written:
   elements: str
 devices:
   description: Per device its kind, platform, config path, sha256 of the config with its secrets redacted (no
-    key-derived value leaves the plugin), session counts and
-    the sysctls the platform needs for L4 ECMP hashing.
+    key-derived value leaves the plugin), session counts,
+    the sysctls the platform needs for L4 ECMP hashing and C(md5_names), the names whose keys the config needs.
+    The config file names each TCP-MD5 key by a C(password <md5:NAME>) placeholder (NAME = host or spine); the
+    keys are filled in on the device (C(netscale.multinic.frr_config) option C(secrets)), so no key is written to
+    the controller's disk.
   returned: always
   type: dict
   sample: {"lab-r1-tor": {"kind": "tor", "platform": "frr", "config": "intended/configs/lab-r1-tor.cfg",
