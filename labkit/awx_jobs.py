@@ -50,7 +50,7 @@ class AwxObjects(object):
         from ansible.plugins.filter.core import FilterModule
         self._env.filters.update(FilterModule().filters())
         self._vars = variables
-        for _ in range(5):   # play vars may be templates referencing other vars
+        for _round in range(5):   # play vars may be templates referencing other vars
             self._vars = dict((k, self._render(v)) for k, v in self._vars.items())
         self.job_templates = {}
         self.workflows = {}
@@ -187,8 +187,6 @@ class AwxRunner(object):
 
     def launch(self, name, workflow_job_id=None, extra_vars=None):
         """Run job template ``name``; a sliced template runs its slices in parallel. Returns [JobResult]."""
-        import ansible_runner
-
         jt = self.objects.job_templates[name]
         count = int(jt.get("job_slice_count") or 1)
         inv = export_inventory(self.inventory_source, self.env)   # update_on_launch: a sync per launch
@@ -227,20 +225,27 @@ class AwxRunner(object):
                           extravars=ev, verbosity=self.verbosity or None, envvars=self.env,
                           cmdline=" ".join(cmdline) or None, quiet=True, ident="job_%d" % job_id)
 
-            def run(i=number - 1, kw=kwargs, jid=job_id, dd=data_dir):
-                r = ansible_runner.run(**kw)
-                stdout_path = os.path.join(dd, "artifacts", "job_%d" % jid, "stdout")
-                out = open(stdout_path).read() if os.path.exists(stdout_path) else ""
-                results[i] = JobResult(name, i + 1, count, r.status, r.rc, dd, out, job_id=jid,
-                                       report_root=kw["extravars"].get("rollout_report_root"))
-
-            t = threading.Thread(target=run)
+            t = threading.Thread(target=self._run_job, args=(results, number - 1, count, name, job_id,
+                                                             data_dir, kwargs))
             t.start()
             threads.append(t)
         for t in threads:
             t.join()
         self.jobs.extend(results)
         return results
+
+    @staticmethod
+    def _run_job(results, index, count, name, job_id, data_dir, kwargs):
+        import ansible_runner
+
+        r = ansible_runner.run(**kwargs)
+        stdout_path = os.path.join(data_dir, "artifacts", "job_%d" % job_id, "stdout")
+        out = ""
+        if os.path.exists(stdout_path):
+            with open(stdout_path) as f:
+                out = f.read()
+        results[index] = JobResult(name, index + 1, count, r.status, r.rc, data_dir, out, job_id=job_id,
+                                   report_root=kwargs["extravars"].get("rollout_report_root"))
 
     def run_workflow(self, name, approve, launch_extra=None):
         """Run a workflow along its success edges. ``approve(previous_results)`` decides an approval
@@ -317,7 +322,7 @@ def _summary(job):
 def main(argv=None):
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m labkit.awx_jobs", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m labkit.awx_jobs", description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--inventory-source", required=True, help="the AWX inventory source (topology file)")
     ap.add_argument("--work", required=True, help="directory for the jobs' private data dirs")
     ap.add_argument("--site-vars", default="{}", help="JSON overrides of awx/vars.yml (like -e @site-vars.yml)")

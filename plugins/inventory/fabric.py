@@ -95,4 +95,3 @@ class InventoryModule(BaseInventoryPlugin):
                 self.inventory.add_child(group, host)
             for key, value in entry["vars"].items():
                 self.inventory.set_variable(host, key, value)
-

@@ -26,7 +26,7 @@ options:
     required: true
   secrets:
     description:
-      - Keys for the C(<md5:NAME>) placeholders of O(content) (C({NAME: key})), filled in on the device just
+      - Keys for the C(<md5:NAME>) placeholders of O(content), a mapping of NAME to key, filled in on the device just
         before validation; a placeholder without a key fails, changing nothing. C(tor_render) writes its configs
         with these placeholders so that no key is kept on the controller's disk.
     type: dict

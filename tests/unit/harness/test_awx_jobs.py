@@ -18,8 +18,8 @@ def test_templates_and_workflow_come_from_configure_yml():
     assert canary["playbook"] == fleet["playbook"] == "playbooks/rollout.yml"
     assert canary["extra_vars"]["rollout_canary"] == {"racks": ["r9"]}   # native value, not a string
     assert fleet["job_slice_count"] == 3 and int(canary["job_slice_count"]) == 1
-    assert [k for _i, _n, k in o.workflow_order("multinic rollout")] == ["job_template", "workflow_approval",
-                                                                          "job_template"]
+    kinds = [k for _i, _n, k in o.workflow_order("multinic rollout")]
+    assert kinds == ["job_template", "workflow_approval", "job_template"]
 
 
 def _inv(names):
