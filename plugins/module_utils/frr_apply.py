@@ -156,6 +156,22 @@ def apply(run, target, path):
     return left, warnings
 
 
+def tighten_config_modes(confdir, names=("frr.conf", "frr.conf.sav")):
+    """FRR's saved configs hold the TCP-MD5 keys, and a distribution's FRR may write them group-readable
+    (Debian: 0640): make them readable by their owner (FRR's user) only. Returns the paths changed."""
+    changed = []
+    for name in names:
+        path = os.path.join(confdir, name)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_mode & 0o077:
+            os.chmod(path, st.st_mode & 0o700)
+            changed.append(path)
+    return changed
+
+
 def converge(run, target, text, check_mode=False, candidate_path=None, scratch_dir=None, write_file=None,
              remove_file=None):
     """One idempotent step: validate ``text``, diff it against the running config, apply unless

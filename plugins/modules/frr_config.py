@@ -90,6 +90,13 @@ candidate:
   description: Path of the kept candidate (absent in check mode).
   returned: when not in check mode
   type: str
+modes_tightened:
+  description:
+    - Saved configs (C(frr.conf), C(frr.conf.sav) in O(confdir)) that were readable beyond their owner and were
+      made owner-only (they hold the TCP-MD5 keys; Debian's FRR writes them 0640). Counted as a change.
+  returned: always
+  type: list
+  elements: str
 """
 
 import os  # noqa: E402
@@ -140,7 +147,9 @@ def main():
         module.fail_json(msg=str(exc), output=exc.output)
     for w in res["warnings"][:20]:
         module.warn("frr-reload.py: %s" % w)
-    out = dict(changed=res["changed"], added=res["added"], deleted=res["deleted"], delta=res["diff"])
+    tightened = [] if module.check_mode else frr_apply.tighten_config_modes(p["confdir"])
+    out = dict(changed=res["changed"] or bool(tightened), added=res["added"], deleted=res["deleted"],
+               delta=res["diff"], modes_tightened=tightened)
     if res["candidate"]:
         out["candidate"] = res["candidate"]
     if module._diff and res["changed"]:

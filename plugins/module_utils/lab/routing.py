@@ -27,7 +27,9 @@ def write_frr_files(lab, node, config):
     vty_gid = grp.getgrnam("frrvty").gr_gid
     for name, text in (("frr.conf", config), ("daemons", frrmod.DAEMONS_FILE), ("vtysh.conf", frrmod.VTYSH_CONF)):
         group = vty_gid if name == "vtysh.conf" else frr_gid
-        atomic_write(os.path.join(etc, name), text, mode=0o640, owner=(frr_uid, group))
+        # frr.conf holds the TCP-MD5 keys: FRR's user only
+        atomic_write(os.path.join(etc, name), text, mode=0o600 if name == "frr.conf" else 0o640,
+                     owner=(frr_uid, group))
 
 
 def start_frr(lab):

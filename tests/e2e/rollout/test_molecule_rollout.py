@@ -113,10 +113,13 @@ def test_molecule_canary_failure():
     and rollback from the journal) leave the fabric as it was; no key anywhere."""
     work = "/tmp/mnr-molecule-canary_failure"
     shutil.rmtree(work, ignore_errors=True)
-    out = molecule("canary_failure", "mnrc")
-    with open(os.path.join(work, "rollout.log")) as f:
-        assert "Using module file" in f.read()   # the failing canary's rollout really ran at -vvv
-    assert_no_key_anywhere(["mnrc-r1-h1", "mnrc-r1-h2", "mnrc-r2-h1", "mnrc-r2-h2", "mnrc-spine1"], work, out)
+    try:
+        out = molecule("canary_failure", "mnrc", MULTINIC_KEEP_WORK="1")
+        with open(os.path.join(work, "rollout.log")) as f:
+            assert "Using module file" in f.read()   # the failing canary's rollout really ran at -vvv
+        assert_no_key_anywhere(["mnrc-r1-h1", "mnrc-r1-h2", "mnrc-r2-h1", "mnrc-r2-h2", "mnrc-spine1"], work, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.mark.e2e

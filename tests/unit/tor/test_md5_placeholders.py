@@ -45,3 +45,17 @@ def test_any_keys_round_trip(keys):
     assert not any(("password %s\n" % k) in on_disk for k in keys.values())
     filled, missing = fill_placeholders(on_disk, keys)
     assert missing == [] and filled == text
+
+
+def test_saved_frr_configs_are_made_owner_only(tmp_path):
+    from ansible_collections.netscale.multinic.plugins.module_utils.frr_apply import tighten_config_modes
+
+    for name, mode in (("frr.conf", 0o640), ("frr.conf.sav", 0o644), ("daemons", 0o640)):
+        p = tmp_path / name
+        p.write_text("x")
+        p.chmod(mode)
+    assert sorted(os.path.basename(p) for p in tighten_config_modes(str(tmp_path))) == ["frr.conf", "frr.conf.sav"]
+    assert oct((tmp_path / "frr.conf").stat().st_mode & 0o777) == "0o600"
+    assert oct((tmp_path / "frr.conf.sav").stat().st_mode & 0o777) == "0o600"
+    assert oct((tmp_path / "daemons").stat().st_mode & 0o777) == "0o640"   # holds no key: left alone
+    assert tighten_config_modes(str(tmp_path)) == []                       # second run: nothing to do
