@@ -10,6 +10,8 @@ cd "$here"
 bash scripts/setup.sh
 export PATH="$here/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$here/ansible.cfg"
+# the lab inventories' vault password (written by setup.sh; lab keys only, docs/security.md)
+export ANSIBLE_VAULT_PASSWORD_FILE="$here/.cache/lab-vault-password"
 inventory=inventories/lab/fabric.yml
 
 if [ "${1:-}" = "--down" ]; then

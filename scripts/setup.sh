@@ -75,7 +75,7 @@ mkdir -p "$HOME/.ansible/test/cache"
 cp "$here/scripts/get-pip-standin.py" "$HOME/.ansible/test/cache/get_pip_24_2.py"
 
 # The lab's vault password (inventories/lab/group_vars/all/vault.yml holds the lab's TCP-MD5 secret;
-# ansible.cfg reads this file as vault_password_file). It protects LAB keys only, which is why it may live
+# scripts/main.sh, scripts/test.sh and the tests export it as ANSIBLE_VAULT_PASSWORD_FILE). It protects LAB keys only, which is why it may live
 # here: a real fabric uses its own vault and password, never this one (docs/security.md).
 mkdir -p "$here/.cache"
 lab_vault_password="netscale-lab-vault-fWdkKcYq9igjI4EXMd5BYH4P"

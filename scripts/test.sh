@@ -21,6 +21,8 @@ done
 bash scripts/setup.sh
 export PATH="$here/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$here/ansible.cfg"
+# the lab inventories' vault password (written by setup.sh; lab keys only, docs/security.md)
+export ANSIBLE_VAULT_PASSWORD_FILE="$here/.cache/lab-vault-password"
 export PYTHONDONTWRITEBYTECODE=1
 
 step() { printf '\n=== %s\n' "$*"; }

@@ -10,3 +10,9 @@ if not os.path.exists(link):
     os.symlink(ROOT, link)
 if BUILD not in sys.path:
     sys.path.insert(0, BUILD)
+
+# The lab inventories' vault (inventories/lab/group_vars/all/vault.yml): its password file, written by
+# scripts/setup.sh, for every ansible command the tests start (scripts/test.sh exports the same).
+_vault_password = os.path.join(ROOT, ".cache", "lab-vault-password")
+if os.path.exists(_vault_password):
+    os.environ.setdefault("ANSIBLE_VAULT_PASSWORD_FILE", _vault_password)
