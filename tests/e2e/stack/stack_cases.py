@@ -302,13 +302,18 @@ def test_guard_refuses_foreign_task_ip(stack):
         # the same announcement without the guard: a bare ExaBGP in the slot namespace, NIC 0 session
         nic0 = lab.hosts[SIDE_HOST]["slots"][0]["nics"][0]
         gw0 = lab.hosts[SIDE_HOST]["nics"][0]["gateway"]["ipv6"]
+        # a compromised host has root: it reads the host's TCP-MD5 key from the sidecar's config (the lab
+        # requires MD5, so without the key no session would come up). Kept in memory, never printed.
+        md5 = [ln.strip() for ln in lab.x(SIDE_HOST, ["cat", conf]).stdout.splitlines()
+               if ln.strip().startswith("md5-password ")]
+        assert md5, "the lab's sidecar config carries no md5-password (the lab requires MD5)"
         rogue = ("neighbor %s { router-id %s; local-address %s; local-as %d; peer-as %d; hold-time 9; outgoing-ttl 255;"
-                 " family { ipv4 unicast; } static { route %s/32 next-hop %s; } }\n" % (
+                 " %s family { ipv4 unicast; } static { route %s/32 next-hop %s; } }\n" % (
                      gw0, lab.task_ip(SIDE_HOST, "ipv4"), nic0["address"]["ipv6"], lab.hosts[SIDE_HOST]["asn"],
-                     lab.hosts[SIDE_HOST]["tor_asn"], foreign, nic0["address"]["ipv4"]))
-        M.sh(lab.nsx(SIDE_HOST) + ["sh", "-c", "umask 022; cat > /run/mns-rogue.conf"], input=rogue)
+                     lab.hosts[SIDE_HOST]["tor_asn"], md5[0], foreign, nic0["address"]["ipv4"]))
+        M.sh(lab.nsx(SIDE_HOST) + ["sh", "-c", "umask 077; cat > /run/mns-rogue.conf"], input=rogue)
         lab.x(SIDE_HOST, ["systemd-run", "--unit", "mns-rogue", "-p", "NetworkNamespacePath=/run/netns/mn-slot1",
-                          "-p", "DynamicUser=yes", "--setenv", "exabgp_api_cli=false",
+                          "--setenv", "exabgp_api_cli=false",
                           "/opt/netscale-vipinjector/venv/bin/exabgp", "server", "/run/mns-rogue.conf"])
         peer = nic0["address"]["ipv6"]
         deadline = time.monotonic() + 20
