@@ -158,19 +158,51 @@ def test_nic_failure(fabric, mode, kind):
             assert v <= 1.0, "%s: a stream stalled %.1f s" % (k, v)
         if mode == "ebpf" and kind == "admin":
             assert host.bpf_stats()["out_failover"] > 0
-        # recovery: eth1's share is back (proxy entries, table routes re-applied by the watcher)
+        # recovery: eth1's share is back (proxy entries, table routes re-applied by the watcher). Measured
+        # up to twice: a miss dumps what the host had (routes of eth1's table, neighbours, the watcher's
+        # log) and is printed, then measured again; two misses fail. Recovery time is not asserted here.
         time.sleep(1.0)
-        tx0 = host.nic_bytes("tx")
-        # one direction at a time: iperf3 3.12 drives all streams from one thread, and on a loaded
-        # 2-core machine two concurrent clients starve some egress streams (skewed byte shares)
-        run("egress", H.STO6, 5221, False)
-        tx1 = host.nic_bytes("tx")
-        rx0 = host.nic_bytes("rx")
-        run("ingress", H.STO4, 5222, True)
-        rx1 = host.nic_bytes("rx")
-        for label, b0, b1 in (("egress", tx0, tx1), ("ingress", rx0, rx1)):
-            sh, dummy = H.shares(b0, b1)
-            print("after recovery %s shares %s" % (label, {k: round(v, 3) for k, v in sorted(sh.items())}))
-            assert abs(sh["eth1"] - 0.25) <= 0.05, "%s: eth1 share %.3f after recovery" % (label, sh["eth1"])
+        misses = []
+        for attempt in (1, 2):
+            missed = _recovery_shares(fabric, host, run)
+            if not missed:
+                break
+            misses.append(missed)
+            print("after recovery, attempt %d: %s\n%s" % (attempt, missed, _diagnostics(host)))
+        assert len(misses) < 2, "eth1 did not carry its share after recovery: %s" % misses
     finally:
         host.stop_watcher()
+
+
+def _recovery_shares(fabric, host, run):
+    """One measurement per direction (one at a time: iperf3 3.12 drives all streams from one thread, and
+    on a loaded 2-core machine two concurrent clients starve some egress streams). Returns the misses."""
+    missed = []
+    tx0 = host.nic_bytes("tx")
+    run("egress", H.STO6, 5221, False)
+    tx1 = host.nic_bytes("tx")
+    rx0 = host.nic_bytes("rx")
+    run("ingress", H.STO4, 5222, True)
+    rx1 = host.nic_bytes("rx")
+    for label, b0, b1 in (("egress", tx0, tx1), ("ingress", rx0, rx1)):
+        sh, dummy = H.shares(b0, b1)
+        print("after recovery %s shares %s" % (label, {k: round(v, 3) for k, v in sorted(sh.items())}))
+        if abs(sh["eth1"] - 0.25) > 0.05:
+            missed.append("%s: eth1 share %.3f" % (label, sh["eth1"]))
+    return missed
+
+
+def _diagnostics(host):
+    out = []
+    for argv in (["-6", "route", "show", "table", "all", "dev", "eth1"],
+                 ["-4", "route", "show", "table", "all", "dev", "eth1"],
+                 ["-6", "route", "show", "table", "1101"], ["neigh", "show", "dev", "eth1"],
+                 ["-d", "link", "show", "eth1"]):
+        p = H.sh(["ip", "-n", host.ns] + argv, check=False)
+        out.append("$ ip %s\n%s%s" % (" ".join(argv), p.stdout, p.stderr))
+    try:
+        with open(host.dir + "/watcher.log") as f:
+            out.append("watcher.log (tail):\n" + "".join(f.readlines()[-20:]))
+    except OSError as e:
+        out.append("watcher.log: %s" % e)
+    return "\n".join(out)
