@@ -80,8 +80,8 @@ class LabSpec(object):
             out[h["name"]] = digest({"host": h, "image": imagemod.image_key(), "script": nodes.HOST_SCRIPT})
         for r in self.racks:
             rack = dict((k, v) for k, v in r.items() if k != "hosts")
-            out[r["tor"]["name"]] = digest({"rack": rack, "config": redact(self.tor_config(r, keyed=False)),
-                                             "box": nodes.BOX_SCRIPT})
+            config = redact(self.tor_config(r, keyed=False))
+            out[r["tor"]["name"]] = digest({"rack": rack, "config": config, "box": nodes.BOX_SCRIPT})
         for i, sp in enumerate(self.spines):
             out[sp["name"]] = digest({"spine": sp, "config": self.spine_config(i, sp, keyed=False),
                                       "box": nodes.BOX_SCRIPT, "storage": self.storage if i == 0 else None})
