@@ -27,6 +27,7 @@ ARGUMENT_SPEC = dict(
     host_default_route=dict(type="bool", default=True),
     bgp_timeout=dict(type="float", default=60.0),
     fail_at=dict(type="str", choices=["image", "nodes", "hosts", "links", "frr", "bgp", "ready"]),
+    rebuild=dict(type="bool", default=False),
 )
 
 
@@ -46,7 +47,7 @@ class ActionModule(ActionBase):
             keys = dict((str(k), str(v)) for k, v in (keys.items() if isinstance(keys, dict) else []) if v)
             lab = open_lab(params["topology"], state_root=params["state_root"], tor_config_dir=params["tor_config_dir"],
                            fail_at=params["fail_at"], host_default_route=params["host_default_route"],
-                           bgp_timeout=params["bgp_timeout"], md5_keys=keys)
+                           bgp_timeout=params["bgp_timeout"], md5_keys=keys, rebuild=params["rebuild"])
         except Exception as exc:  # pylint: disable=broad-exception-caught
             result.update(failed=True, msg=to_native(exc))
             return result
@@ -58,10 +59,11 @@ class ActionModule(ActionBase):
         return self._absent(result, lab, data, before)
 
     def _present(self, result, lab, healthy, reasons, data, before):
-        if healthy:
+        if healthy and not lab.rebuild:
             result.update(nodes=data["nodes"])
             return result
-        result.update(changed=True, reasons=reasons)
+        result.update(changed=True, reasons=reasons if not healthy else ["rebuild requested"],
+                      change=lab.change_summary(data, reasons))
         if self._task.check_mode:
             result["diff"] = dict(before=before, after="healthy\n")
             return result

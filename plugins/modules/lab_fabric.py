@@ -23,8 +23,10 @@ description:
   - Everything created is journaled in C(<state_root>/<fabric>/state.json) as it is created;
     O(state=absent) removes all of it (processes by PID, links, namespaces, cgroups, files), and a
     build that fails midway removes what it made before failing.
-  - A second build of a healthy lab changes nothing. A lab whose processes died, or whose topology or
-    templates changed, is torn down and rebuilt.
+  - A second build of a healthy lab changes nothing. When the topology changed only in its GPU hosts (hosts
+    added or removed, a host's NIC count changed), only those hosts and their NIC links are torn down or
+    built; every other node keeps its processes and state. A lab whose processes died, or whose racks,
+    spines, storage, image or templates changed, is torn down and rebuilt, as is any lab with O(rebuild=true).
 options:
   state:
     description: C(present) builds the lab (or leaves a healthy one alone), C(absent) tears it down.
@@ -53,6 +55,10 @@ options:
     description: Seconds to wait for every spine-ToR session to be Established and routes to converge.
     type: float
     default: 60
+  rebuild:
+    description: Tear the lab down and build it again even when it is healthy or could be changed in place.
+    type: bool
+    default: false
   fail_at:
     description:
       - Testing aid. Make the build fail at this step (after the previous steps ran) to exercise the
@@ -109,6 +115,18 @@ reasons:
   returned: when state=present and the lab was not healthy
   type: list
   elements: str
+change:
+  description:
+    - What the build does (or would do in check mode). C(action) is C(build), C(rebuild) or C(hosts) (an
+      in-place change of GPU hosts only, with the host names in C(remove) and C(add)).
+  returned: when state=present and the lab was not healthy or a rebuild was requested
+  type: dict
+  sample: {"action": "hosts", "remove": [], "add": ["lab-r2-h3"]}
+incremental:
+  description: After an in-place change, the hosts removed and added and the nodes left untouched.
+  returned: when only GPU hosts changed
+  type: dict
+  sample: {"removed_hosts": [], "added_hosts": ["lab-r2-h3"], "unchanged_nodes": ["lab-r1-h1"]}
 removed:
   description: What teardown removed.
   returned: when something was torn down

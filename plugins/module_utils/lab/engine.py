@@ -6,6 +6,8 @@
 The build runs the steps of ``STEPS`` in order, each in its own module: ``image`` (the cached base
 image), ``nodes`` and ``hosts`` (``nodes.py``: the boxes and GPU hosts), ``links`` (``wiring.py``),
 ``frr`` and ``bgp`` (``routing.py``). ``teardown.py`` undoes a build from the state file's journal.
+A running lab whose topology changed only in its GPU hosts (added, removed, other NICs) is changed in
+place by ``incremental.py``: only those hosts and their links are torn down or built.
 What is built comes from ``spec.LabSpec``.
 """
 
@@ -16,6 +18,7 @@ import os
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import image as imagemod
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import incremental
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import nodes, routing, wiring
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import teardown as teardown_steps
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError, alive, run
@@ -33,7 +36,7 @@ STEPS = ("image", "nodes", "hosts", "links", "frr", "bgp", "ready")
 
 class Lab(object):
     def __init__(self, spec, state_root=STATE_ROOT, log=None, fail_at=None, host_default_route=True,
-                 bgp_timeout=60.0):
+                 bgp_timeout=60.0, rebuild=False):
         self.spec = spec
         self.fabric = spec.fabric
         self.state_root = state_root
@@ -42,6 +45,7 @@ class Lab(object):
         self.fail_at = fail_at or os.environ.get(FAIL_ENV) or None
         self.host_default_route = host_default_route
         self.bgp_timeout = bgp_timeout
+        self.rebuild = rebuild
         self.state = None
         self.timings = {}
 
@@ -109,14 +113,27 @@ class Lab(object):
                 reasons.append("node %s missing" % name)
         return not reasons, reasons, data
 
+    def change_summary(self, data, reasons):
+        """What build() would do: 'build', 'rebuild' or 'hosts' with the hosts removed/added."""
+        if data is None:
+            return {"action": "build"}
+        change = None if self.rebuild else incremental.hosts_only(self, data, reasons)
+        if change is None:
+            return {"action": "rebuild"}
+        return {"action": "hosts", "remove": change.remove, "add": [h["name"] for h in change.add]}
+
     # ------------------------------------------------------------------ build
     def build(self):
         """Build the lab. Returns dict(changed, ...). Idempotent: a healthy lab is left as is."""
         healthy, reasons, data = self.status()
-        if healthy:
+        if healthy and not self.rebuild:
             return {"changed": False, "state_file": self.state_file, "nodes": data["nodes"]}
+        if data is not None and not self.rebuild:
+            change = incremental.hosts_only(self, data, reasons)
+            if change is not None:
+                return incremental.apply(self, data, change)
         if data is not None:
-            self.log("lab: rebuilding (%s)" % "; ".join(reasons))
+            self.log("lab: rebuilding (%s)" % "; ".join(reasons if not self.rebuild else ["rebuild requested"]))
             self.teardown()
         t0 = time.monotonic()
         self.state = State(self.fabric, self.state_root)
@@ -134,7 +151,8 @@ class Lab(object):
                 raise LabError("build failed and was rolled back: %s" % e)
             raise
         self.timings["build"] = round(time.monotonic() - t0, 2)
-        self.state.set(status="ready", plan_hash=self.spec.plan_hash(), timings=self.timings)
+        self.state.set(status="ready", plan_hash=self.spec.plan_hash(), node_hashes=self.spec.node_hashes(),
+                       timings=self.timings)
         return {"changed": True, "state_file": self.state.path, "nodes": self.state.data["nodes"],
                 "timings": self.timings}
 

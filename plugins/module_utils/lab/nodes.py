@@ -139,9 +139,10 @@ def _wait_file(path, proc, name, logpath, timeout=20.0):
 
 
 # --- GPU hosts
-def start_hosts(lab, rootfs):
+def start_hosts(lab, rootfs, hosts=None):
+    """Start the GPU hosts (all of the spec's, or ``hosts``: an incremental change)."""
     procs = []
-    for h in lab.spec.hosts:
+    for h in (lab.spec.hosts if hosts is None else hosts):
         name = h["name"]
         d = lab.node_dir(name)
         lab.mkdir(d)

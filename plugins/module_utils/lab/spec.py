@@ -69,6 +69,25 @@ class LabSpec(object):
         out += [(h["name"], "gpu_host") for h in self.hosts]
         return out
 
+    def node_hashes(self):
+        """{node: hash of what that node is built from}: a GPU host's own data (rack, ToR, NICs) and
+        the image; a box's FRR config and its links' data. The lab compares them with the running
+        lab's to build or tear down only the GPU hosts that changed (engine.Lab.build)."""
+        def digest(obj):
+            return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+        out = {}
+        for h in self.hosts:
+            out[h["name"]] = digest({"host": h, "image": imagemod.image_key(), "script": nodes.HOST_SCRIPT})
+        for r in self.racks:
+            rack = dict((k, v) for k, v in r.items() if k != "hosts")
+            config = redact(self.tor_config(r, keyed=False))
+            out[r["tor"]["name"]] = digest({"rack": rack, "config": config, "box": nodes.BOX_SCRIPT})
+        for i, sp in enumerate(self.spines):
+            out[sp["name"]] = digest({"spine": sp, "config": self.spine_config(i, sp, keyed=False),
+                                      "box": nodes.BOX_SCRIPT, "storage": self.storage if i == 0 else None})
+        out[self.storage_name] = digest({"storage": self.storage, "addr": self.storage_addr, "box": nodes.BOX_SCRIPT})
+        return out
+
     def plan_hash(self):
         """Changes whenever what the lab would build changes (a running lab is then rebuilt)."""
         blob = json.dumps({

@@ -106,6 +106,13 @@ class State(object):
                 if r.get("type") == "process" and r.get("pid") == pid:
                     r["keep"] = False
 
+    def drop(self, node, resources):
+        """Forget a node and the given resource records (removed by an incremental change)."""
+        gone = [json.dumps(r, sort_keys=True) for r in resources]
+        with self._change() as data:
+            data["nodes"].pop(node, None)
+            data["resources"] = [r for r in data["resources"] if json.dumps(r, sort_keys=True) not in gone]
+
     def set_node(self, name, **fields):
         with self._change() as data:
             data["nodes"].setdefault(name, {}).update(fields)

@@ -52,6 +52,20 @@ def teardown(lab):
     return {"changed": bool(data is not None or work.removed), "removed": work.removed, "timings": lab.timings}
 
 
+def remove_resources(lab, resources):
+    """Remove some of the lab's recorded objects (newest first), e.g. one GPU host's: its processes
+    by PID, its cgroups, its links (the ToR-side end), its namespace name and its directory.
+    Returns the Removal; the caller drops the records from the state."""
+    work = Removal(list(reversed(resources)))
+    prefix_cg = os.path.join(cgroup2_root(), PREFIX)
+    _stop_processes(work, prefix_cg)
+    _remove_links_and_netns(work)
+    _remove_cgroups(work, prefix_cg)
+    _remove_mounts_and_dirs(work, lab.sdir)
+    reap()
+    return work
+
+
 def _stop_processes(work, prefix_cg):
     """FRR daemons and holders first by PID (checked start time), then whole cgroups."""
     procs = work.of_type("process")

@@ -54,8 +54,13 @@ def set_sysctls(node, pairs):
     nsexec(node, ["sysctl", "-q", "-w"] + ["%s=%s" % (k, v) for k, v in pairs])
 
 
-def veth(lab, a_node, a_dev, b_node, b_dev):
-    lab.state.add(type="link", netns=netns_name(a_node), dev=a_dev, peer_netns=netns_name(b_node), peer=b_dev)
+def veth(lab, a_node, a_dev, b_node, b_dev, owner=None):
+    """A veth pair a_node:a_dev <-> b_node:b_dev, recorded first; ``owner``: the node it belongs to
+    (a GPU host's NIC links: removed with the host by an incremental change)."""
+    rec = dict(type="link", netns=netns_name(a_node), dev=a_dev, peer_netns=netns_name(b_node), peer=b_dev)
+    if owner:
+        rec["node"] = owner
+    lab.state.add(**rec)
     run(["ip", "link", "add", a_dev, "netns", netns_name(a_node), "type", "veth",
          "peer", "name", b_dev, "netns", netns_name(b_node)])
 
@@ -72,10 +77,22 @@ def wire(lab):
     batch = IpBatch()
     _spine_tor_links(lab, batch)
     _storage_link(lab, batch)
-    _host_links(lab, batch)
+    _host_links(lab, batch, spec.hosts)
     batch.run()
     if lab.host_default_route:
         for h in spec.hosts:
+            run_batch(h["name"], _default_routes(h))
+
+
+def wire_hosts(lab, hosts):
+    """The NIC links of GPU hosts started after the build (an incremental change)."""
+    for h in hosts:
+        set_sysctls(h["name"], END_SYSCTLS)
+    batch = IpBatch()
+    _host_links(lab, batch, hosts)
+    batch.run()
+    if lab.host_default_route:
+        for h in hosts:
             run_batch(h["name"], _default_routes(h))
 
 
@@ -106,12 +123,15 @@ def _storage_link(lab, batch):
         batch.add(storage, "route add %s via %s dev eth0" % ("::/0" if fam == "ipv6" else "0.0.0.0/0", a["spine"]))
 
 
-def _host_links(lab, batch):
+def _host_links(lab, batch, hosts):
+    names = set(h["name"] for h in hosts)
     for r in lab.spec.racks:
         tor = r["tor"]["name"]
         for h in r["hosts"]:
+            if h["name"] not in names:
+                continue
             for nic in h["nics"]:
-                veth(lab, tor, nic["tor_port"], h["name"], nic["name"])
+                veth(lab, tor, nic["tor_port"], h["name"], nic["name"], owner=h["name"])
                 for fam in ("ipv6", "ipv4"):
                     if fam in nic["subnet"]:
                         length = nic["subnet"][fam].split("/")[1]

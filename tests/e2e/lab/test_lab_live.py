@@ -189,6 +189,74 @@ def test_tor_bgpd_restart_recovers(lab):
     assert labsnap.recap(out.stdout, "localhost")["changed"] == "0"
 
 
+def _node_dumps(state, skip=()):
+    """Per node: its PIDs (holder/init and daemons) and its kernel state (links, addresses, routes,
+    neighbours' proxy entries) as ip -j shows them; statistics left out."""
+    out = {}
+    for name, node in sorted(state["nodes"].items()):
+        if name in skip:
+            continue
+        ns = node["netns"]
+        d = {"pid": node["pid"], "daemons": node.get("daemons")}
+        for what in (["link", "show"], ["-6", "addr", "show"], ["-4", "addr", "show"], ["-6", "route", "show"],
+                     ["-4", "route", "show"], ["neigh", "show", "proxy"]):
+            d[" ".join(what)] = subprocess.run(["ip", "-n", ns, "-j"] + what, capture_output=True, text=True,
+                                               check=True).stdout
+        out[name] = d
+    return out
+
+
+def test_hosts_removed_and_added_in_place(lab, tmp_path):
+    """The lab follows the topology incrementally: a GPU host removed from the topology goes (its
+    processes, namespace, NIC links), every other node keeps its PIDs and kernel state; put back, it
+    is built alone and reaches its gateways. Recap and dumps are the evidence."""
+    import yaml
+    state = labsnap.lab_state()
+    name, rack_name = "lab-r2-h2", "lab-r2"
+    tor = state["nodes"]["lab-r2-tor"]
+    ports = [li["ifname"] for li in json.loads(subprocess.run(
+        ["ip", "-n", tor["netns"], "-j", "link", "show"], capture_output=True, text=True, check=True).stdout)]
+    topo, plan = _plan()
+    host = next(h for h in topo.hosts if h.name == name)
+    host_ports = [n["tor_port"] for n in plan.host_data(host)["nics"]]
+    assert set(host_ports) <= set(ports)
+    before = _node_dumps(state, skip=(name, "lab-r2-tor"))
+    host_pid = state["nodes"][name]["pid"]
+    dummy, data = labsnap.lab_names()
+    for rack in data["buildings"][0]["zones"][0]["racks"]:
+        if rack["name"] == rack_name:
+            rack["hosts"] = [h for h in rack["hosts"] if h["name"] != name]
+    smaller = tmp_path / "fabric.yml"
+    smaller.write_text(yaml.safe_dump(data))
+    try:
+        out = labsnap.playbook("playbooks/lab.yml", "-e", "lab_topology=%s" % smaller, "-v")
+        assert "changing GPU hosts only (remove ['%s']" % name in out.stdout, out.stdout[-3000:]
+        shrunk = labsnap.lab_state()
+        assert name not in shrunk["nodes"] and shrunk["status"] == "ready"
+        assert not os.path.exists("/run/netns/%s" % state["nodes"][name]["netns"])
+        assert not os.path.exists("/proc/%d" % host_pid)
+        assert not [r for r in shrunk["resources"] if r.get("node") == name or name in json.dumps(r)]
+        left = [li["ifname"] for li in json.loads(subprocess.run(
+            ["ip", "-n", tor["netns"], "-j", "link", "show"], capture_output=True, text=True, check=True).stdout)]
+        assert sorted(left) == sorted(set(ports) - set(host_ports)), (ports, left)
+        assert _node_dumps(shrunk, skip=("lab-r2-tor",)) == before
+        assert shrunk["nodes"]["lab-r2-tor"]["daemons"] == tor["daemons"]
+    finally:
+        out = labsnap.playbook("playbooks/lab.yml", "-v")
+    assert "changing GPU hosts only (remove none, add ['%s'])" % name in out.stdout, out.stdout[-3000:]
+    grown = labsnap.lab_state()
+    assert grown["nodes"][name]["pid"] != host_pid
+    assert _node_dumps(grown, skip=(name, "lab-r2-tor")) == before
+    assert grown["nodes"]["lab-r2-tor"]["daemons"] == tor["daemons"]
+    pid = grown["nodes"][name]["pid"]
+    for nic in plan.host_data(host)["nics"]:
+        for fam in ("ipv6", "ipv4"):
+            assert labsnap.nsenter(pid, "ping", "-c", "1", "-W", "2", "-I", nic["name"], nic["gateway"][fam],
+                                   check=False).returncode == 0, (nic["name"], fam)
+    again = labsnap.playbook("playbooks/lab.yml")
+    assert labsnap.recap(again.stdout, "localhost")["changed"] == "0"
+
+
 def test_teardown_leaves_nothing(lab, clean_before):
     dummy, state = lab
     pids = [r["pid"] for r in labsnap.lab_state()["resources"] if r["type"] == "process"]
