@@ -294,7 +294,7 @@ def write_plan(plan, base_dir, allow_renumber=False, check_mode=False, partial=N
         on_disk = set()
     cmp = Comparison(track_moves=bool(on_disk) or partial is not None)
     written, diff, seen = [], [], set()
-    old_racks = {}   # rack files whose hosts may have left: their old data (parsed anyway for the comparison)
+    old_racks = {}   # old data of the rack files that lost hosts or were removed (retirement candidates)
     summary_rel = "%s/summary.yml" % PLAN_DIR
     with StagedWrite() as batch:
         for rel, data in artifacts:
@@ -307,8 +307,9 @@ def write_plan(plan, base_dir, allow_renumber=False, check_mode=False, partial=N
             # Parse the old file only when its text differs: a no-change re-plan stays cheap.
             old = load_yaml(current) if current is not None else None
             cmp.file(rel, old, data)
-            if old is not None and rel.startswith(PLAN_DIR + "/racks/"):
-                old_racks[rel] = old
+            if old is not None and rel.startswith(PLAN_DIR + "/racks/") and \
+                    set(h.get("name") for h in old.get("hosts") or []) - set(h["name"] for h in data.get("hosts") or []):
+                old_racks[rel] = old   # hosts left this rack (kept only then: a renumbered region is large)
             written.append(rel)
             if len(diff) < 20:
                 diff.append({"before_header": rel, "after_header": rel, "before": current or "", "after": text})

@@ -65,6 +65,6 @@ def test_stale_slot_files_and_units():
     assert paths == ["/etc/netscale-vipinjector/slot2", "/etc/netscale-vipinjector/slot3",
                      "/run/netscale-vipinjector/slot2.drain", "/run/netscale-vipinjector/slot3.drain"]
     stop = _task("Stop and disable the instances of slots no longer in the plan")
-    assert stop["ansible.builtin.systemd_service"] == {"name": "netscale-vipinjector@{{ item }}.service",
-                                                      "state": "stopped", "enabled": False}
+    want = {"name": "netscale-vipinjector@{{ item }}.service", "state": "stopped", "enabled": False}
+    assert stop["ansible.builtin.systemd_service"] == want
     assert stop["loop"] == "{{ __vipinjector_stale_slots }}"
