@@ -30,9 +30,18 @@ class ActionModule(ActionBase):
         topology = self._loader.path_dwim(topology)
         dest = self._loader.path_dwim(args.get("dest") or "intended")
         allow = bool(self._templar.template(args.get("allow_renumber", False)))
+        consent = {}
+        for key in ("decommission", "release"):
+            value = self._templar.template(args.get(key) or [])
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise AnsibleActionFail("fabric_plan: option '%s' must be a list of host or rack names (got %r)"
+                                        % (key, value))
+            consent[key] = value
         try:
             outcome = run_plan(topology, dest, allow_renumber=allow, check_mode=self._task.check_mode,
-                               per_fabric=True)
+                               per_fabric=True, decommission=consent["decommission"], release=consent["release"])
         except PlanChangedError as exc:
             result.update(failed=True, msg=to_native(exc), renumbered=exc.changes)
             return result
@@ -47,6 +56,8 @@ class ActionModule(ActionBase):
             removed=outcome["removed"],
             added=outcome["added"],
             renumbered=outcome["renumbered"],
+            retired=outcome["retired"],
+            released=outcome["released"],
             dest=dest,
             plan_dir=outcome["plan_dir"],
             topology=topology,

@@ -40,15 +40,20 @@ def load_plan(path):
     return plan_topology(read_topology_file(path), source=path)
 
 
-def run_plan(topology_path, dest, allow_renumber=False, check_mode=False, per_fabric=False):
+def run_plan(topology_path, dest, allow_renumber=False, check_mode=False, per_fabric=False, decommission=(),
+             release=()):
     """Returns the write result plus the plan summary. Raises MultinicError subclasses.
+
+    ``decommission`` / ``release``: consent to retire hosts and racks that left the topology, and to
+    reuse retired allocations (see plan_store).
 
     ``per_fabric``: write under ``dest/<fabric name>/`` so several fabrics (the lab, a region, an
     example) can share one intended/ without their plans being compared with each other.
     """
     plan = load_plan(topology_path)
     base = os.path.join(dest, plan.topo.name) if per_fabric else dest
-    result = write_plan(plan, base, allow_renumber=allow_renumber, check_mode=check_mode)
+    result = write_plan(plan, base, allow_renumber=allow_renumber, check_mode=check_mode,
+                        decommission=decommission, release=release)
     result["summary"] = plan.summary()
     result["plan_dir"] = os.path.join(base, "plan")
     return result

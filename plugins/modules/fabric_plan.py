@@ -19,6 +19,11 @@ description:
     entities changes no existing allocation.
   - A re-plan is compared with the files on disk. If any existing allocation would change or move,
     the task fails with the list of changes and writes nothing unless O(allow_renumber=true).
+  - A host or rack that left the topology since the last plan is retired only with consent
+    (O(decommission)); without it the task fails, lists what would be retired and writes nothing.
+    A retired allocation moves to O(dest)/<fabric name>/plan/retired.yml and stays reserved; a new
+    host or rack that would get its prefix, ASN, ToR loopback or name is refused until O(release)
+    names it.
   - Files are written atomically (temporary file and rename); only files whose content changes are
     rewritten, so a second run reports no change.
 options:
@@ -35,6 +40,22 @@ options:
       - Consent to changes of existing allocations (moves live task IPs and BGP sessions).
     type: bool
     default: false
+  decommission:
+    description:
+      - Names of hosts and racks removed from the topology that may be retired (consent, like
+        O(allow_renumber) for moves). Drain them first (playbooks/decommission.yml).
+      - Their ToR neighbours and prefix-lists go with the next ToR render; their allocations stay
+        reserved in retired.yml. Naming an already retired entity is a no-op.
+    type: list
+    elements: str
+    default: []
+  release:
+    description:
+      - Names of retired hosts and racks whose allocations (prefix, ASN, ToR loopback, name) new
+        capacity may reuse. Release only once the old host is wiped or gone for good.
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -57,6 +78,16 @@ EXAMPLES = r"""
     dest: intended
   delegate_to: localhost
   run_once: true
+
+- name: Retire a host removed from the topology (after draining it)
+  netscale.multinic.fabric_plan:
+    topology: inventories/example/fabric.yml
+    decommission: [gpu-b1-az1-r1-h3]
+
+- name: Let new capacity reuse the addresses of a retired host that is gone for good
+  netscale.multinic.fabric_plan:
+    topology: inventories/example/fabric.yml
+    release: [gpu-b1-az1-r1-h3]
 
 - name: Accept a deliberate renumbering (after reviewing the list of changes)
   netscale.multinic.fabric_plan:
@@ -93,6 +124,16 @@ renumbered:
   returned: always
   type: list
   elements: str
+retired:
+  description: Hosts and racks retired by this run (their allocations moved to retired.yml).
+  returned: success
+  type: list
+  elements: str
+released:
+  description: Retired hosts and racks released by this run (their allocations may be reused).
+  returned: success
+  type: list
+  elements: str
 problems:
   description: On invalid input, every problem with its path, value, message and fix.
   returned: failure
@@ -105,4 +146,6 @@ ARGUMENT_SPEC = dict(
     topology=dict(type="path", required=True),
     dest=dict(type="path", default="intended"),
     allow_renumber=dict(type="bool", default=False),
+    decommission=dict(type="list", elements="str", default=[]),
+    release=dict(type="list", elements="str", default=[]),
 )

@@ -6,7 +6,9 @@
 Runs in the host's network (and mount) namespace. Every step compares live state first and only
 acts on differences, so a second run changes nothing. `plan()` lists the differences without
 touching anything (check mode); `apply()` executes them; `remove()` undoes what the state file
-says was done and restores the recorded previous values.
+says was done and restores the recorded previous values. A spec smaller than the recorded one
+(slots or NICs left the plan) first removes exactly what the recorded spec had and the new one has
+not (`plan_shrink`), so the host ends as a fresh deployment at the smaller shape would.
 
 The plan is built in steps, in this order (the order of the changes and their descriptions is what
 check mode reports): host sysctls, NIC addresses, per slot its namespace, veths, addresses and
@@ -53,6 +55,21 @@ class Change:
 
     desc: Optional[str]
     fn: Optional[Callable[[], object]]
+
+
+# conf.all keys whose write the kernel copies to every device (net/ipv6/addrconf.c fixup_forwarding,
+# fixup_linkdown, fixup_disable_ipv6; net/ipv4/devinet.c devinet_sysctl_forward); the others are
+# only OR-ed or max-ed with the device's own value.
+_PROPAGATING = ("net.ipv6.conf.all.forwarding", "net.ipv6.conf.all.ignore_routes_with_linkdown",
+                "net.ipv6.conf.all.disable_ipv6", "net.ipv4.conf.all.forwarding")
+
+
+def _propagated(key, dev):
+    """Whether the host-wide write of HOST_SYSCTLS sets ``key`` on every interface anyway. Such a key
+    of a NIC that left the plan keeps the host-wide value, as on any interface outside the plan; the
+    full removal restores it with the collateral record."""
+    host_key = key.replace(".conf.%s." % dev, ".conf.all.")
+    return host_key in _PROPAGATING and any(k == host_key for k, dummy in datapath_spec.HOST_SYSCTLS)
 
 
 def _nodad(cidr):
@@ -250,6 +267,161 @@ class Datapath(object):
                     argv += ["suppress_prefixlength", str(sup)]
                 changes.append(Change("rule %s" % " ".join(argv[3:]), lambda a=argv: self.runner.ip(a)))
         return changes
+
+    # ---- plan: shrink / re-shape (what the recorded previous spec had and this one has not) ----------
+    def plan_shrink(self):
+        """Removal of what the recorded previous spec created and the new spec no longer wants: slots
+        (namespace, veths), NICs (program and clsact, the addresses this role added, per-NIC sysctls
+        back to their recorded values), host routes, proxy entries, policy rules, and in the slots
+        that stay, container addresses, task IPs and routes that changed. Computed from the state
+        record, not from the live host, so objects of others are never touched. BPF map entries of
+        the removed veths and NICs go with the map sync of plan_bpf; the kernel-mode nftables table
+        is rebuilt by _plan_antispoof."""
+        old = (self.state or {}).get("spec")
+        if not old or old == self.spec:
+            return []
+        return (self._plan_shrink_programs(old) + self._plan_shrink_routing(old) + self._plan_shrink_slots(old)
+                + self._plan_shrink_nics(old))
+
+    def _removed_nics(self, old):
+        keep = set(desired.nic_names(self.spec))
+        return [n for n in desired.nic_names(old) if n not in keep]
+
+    def _plan_shrink_programs(self, old):
+        changes = []
+        for dev in self._removed_nics(old):
+            if dev not in self.live.links():
+                continue
+            if self.bpf.attached(dev):
+                changes.append(Change("detach program from %s (NIC no longer in the plan)" % dev,
+                                      lambda d=dev: self.bpf.detach(d)))
+            if dev in (self.state or {}).get("clsact_created", []):
+                changes.append(Change("delete clsact on %s (created by this role, NIC no longer in the plan)" % dev,
+                                      lambda d=dev: self._del_clsact(d)))
+        return changes
+
+    def _plan_shrink_routing(self, old):
+        """Policy rules, proxy entries and host routes of the previous spec that the new one has not
+        (a route whose destination stays is replaced by plan_base, not deleted)."""
+        changes = []
+        keep_rules = set(desired.policy_rules(self.spec))
+        for rule in desired.policy_rules(old):
+            f, pref, iif, table, sup = rule
+            if rule not in keep_rules and (pref, iif, table, sup) in self.live.rules(f):
+                argv = ["-%d" % f, "rule", "del", "pref", str(pref), "iif", iif, "lookup", table]
+                changes.append(Change("delete rule %s" % " ".join(argv[3:]),
+                                      lambda a=argv: self.runner.ip(a, check=False)))
+        keep_proxies = set(desired.proxy_entries(self.spec))
+        have = self.live.proxies()
+        for dev, addr in desired.proxy_entries(old):
+            if (dev, addr) not in keep_proxies and (dev, addr) in have:
+                changes.append(Change("delete proxy %s %s on %s" % ("ND" if ":" in addr else "ARP", addr, dev),
+                                      lambda d=dev, a=addr: self.runner.ip(["neigh", "del", "proxy", a, "dev", d],
+                                                                           check=False)))
+        changes += self._delete_stale_routes(desired.host_routes(old), desired.host_routes(self.spec), None)
+        return changes
+
+    def _delete_stale_routes(self, old_routes, new_routes, netns):
+        def key(rt):
+            return (rt[0], str(rt[1]), rt[2], rt[5])
+        keep = set(key(rt) for rt in new_routes)
+        changes = []
+        for route in old_routes:
+            if key(route) not in keep and self.live.route_listed(route, netns):
+                changes.append(Change("delete " + desired.route_description(route, netns or "host"),
+                                      lambda rt=route, n=netns: self.runner.ip(desired.route_command(rt, "del"), n,
+                                                                               check=False)))
+        return changes
+
+    def _plan_shrink_slots(self, old):
+        """Namespaces of removed slots; in the slots that stay, the veths of removed NICs and the
+        addresses and routes the new spec no longer has."""
+        changes = []
+        new_slots = dict((s["netns"], s) for s in self.spec["slots"])
+        for slot in old["slots"]:
+            netns = slot["netns"]
+            kept = new_slots.get(netns)
+            if kept is None:
+                if datapath_run.netns_exists(netns):
+                    changes.append(Change("delete netns %s (slot %s no longer in the plan)" % (netns, slot["slot"]),
+                                          lambda n=netns: self.runner.run(["ip", "netns", "del", n])))
+                gone = [sn["veth"] for sn in slot["nics"]]
+            else:
+                keep_veths = set(sn["veth"] for sn in kept["nics"])
+                gone = [sn["veth"] for sn in slot["nics"] if sn["veth"] not in keep_veths]
+                changes += self._delete_stale_routes(desired.namespace_routes(old, slot),
+                                                     desired.namespace_routes(self.spec, kept), netns)
+                changes += self._plan_shrink_slot_addresses(slot, kept)
+            for veth in gone:
+                if veth in self.live.links():
+                    changes.append(Change("delete veth %s (no longer in the plan)" % veth,
+                                          lambda d=veth: self.runner.ip(["link", "del", d], check=False)))
+        return changes
+
+    def _plan_shrink_slot_addresses(self, old_slot, new_slot):
+        """Container addresses and task IPs of a slot that stays, when the plan changed or dropped them."""
+        def wanted(slot):
+            out = set()
+            for fam in ("ipv4", "ipv6"):
+                if slot.get("task_" + fam):
+                    tip = slot["task_" + fam]
+                    out.add(("lo", "%s/%d" % (tip, desired.host_prefix_length(tip))))
+                for sn in slot["nics"]:
+                    if sn.get(fam):
+                        out.add((sn["ifname"], "%s/%d" % (sn[fam], desired.host_prefix_length(sn[fam]))))
+            return out
+        netns = new_slot["netns"]
+        keep_ifnames = set(sn["ifname"] for sn in new_slot["nics"]) | set(["lo"])
+        have = self.live.addresses(netns)
+        changes = []
+        for dev, cidr in sorted(wanted(old_slot) - wanted(new_slot)):
+            # the address of a removed NIC's veth goes with the veth
+            if dev in keep_ifnames and (dev, cidr) in have:
+                changes.append(Change("delete address %s on %s in %s" % (cidr, dev, netns),
+                                      lambda d=dev, c=cidr, n=netns: self.runner.ip(["addr", "del", c, "dev", d], n,
+                                                                                    check=False)))
+        return changes
+
+    def _plan_shrink_nics(self, old):
+        """NIC addresses this role added that the new spec does not want, and the per-NIC sysctls of
+        removed NICs back to their recorded values (dropped from the record)."""
+        changes = []
+        state = self.state or {}
+        wanted = set()
+        if self.options.manage_nic_addresses:
+            for nic in self.spec["nics"]:
+                for fam in ("ipv4", "ipv6"):
+                    if fam in nic:
+                        wanted.add((nic["name"], "%s/%d" % (nic[fam]["address"], nic[fam]["prefixlen"])))
+        for dev, cidr in state.get("added_nic_addresses", []):
+            if (dev, cidr) not in wanted:
+                present = (dev, cidr) in self.live.addresses()
+                changes.append(Change("delete address %s on %s (no longer in the plan)" % (cidr, dev) if present else None,
+                                      lambda d=dev, c=cidr, p=present: self._forget_nic_addr(d, c, p)))
+        for dev in self._removed_nics(old):
+            for tmpl, dummy in datapath_spec.NIC_SYSCTLS:
+                key = tmpl.format(nic=dev)
+                if key not in state.get("sysctl_prev", {}):
+                    continue
+                prev = state["sysctl_prev"][key]
+                restore = prev is not None and datapath_run.sysctl_get(key) not in (None, prev) and \
+                    not _propagated(key, dev)
+                changes.append(Change("sysctl %s=%s (restore, NIC no longer in the plan)" % (key, prev) if restore else None,
+                                      lambda k=key, v=prev, r=restore: self._forget_sysctl(k, v, r)))
+        return changes
+
+    def _forget_nic_addr(self, dev, cidr, present):
+        if present:
+            self.runner.ip(["addr", "del", cidr, "dev", dev], check=False)
+        self.state["added_nic_addresses"] = [e for e in self.state["added_nic_addresses"] if e != [dev, cidr]]
+        self._save_state()
+
+    def _forget_sysctl(self, key, prev, restore):
+        if restore:
+            datapath_run.sysctl_set(key, prev)
+            self.runner.log.append("sysctl %s=%s (restore)" % (key, prev))
+        self.state["sysctl_prev"].pop(key, None)
+        self._save_state()
 
     # ---- anti-spoofing (eBPF mode: mn_src/mn_spoof in plan_bpf; kernel mode: nftables) -------------
     def _nft_live(self):
@@ -449,7 +621,7 @@ class Datapath(object):
     def plan(self):
         self.live.forget()
         self.validate()
-        return self.plan_base() + self.plan_bpf()
+        return self.plan_shrink() + self.plan_base() + self.plan_bpf()
 
     def apply(self, check_mode=False):
         """Returns (changes: [desc]). In check mode nothing is touched."""
@@ -458,10 +630,17 @@ class Datapath(object):
         if self.spec["ebpf"] and self.options.bpf_object is None:
             raise datapath_bpf.BpfError("ebpf mode needs bpf_object")
         collateral = self.collateral()
-        base = self.plan_base()
-        done = [c.desc for c in base]
+        shrink = self.plan_shrink()
         if check_mode:
-            return done + [c.desc for c in self.plan_bpf(check_mode=True)]
+            base = self.plan_base()
+            return [c.desc for c in shrink + base + self.plan_bpf(check_mode=True) if c.desc]
+        # What the previous spec had and this one has not goes first, while the record still holds the
+        # previous spec: a run that stops half-way computes the same removal again on the next run.
+        for c in shrink:
+            c.fn()
+        self.live.forget()
+        base = self.plan_base()
+        done = [c.desc for c in shrink + base if c.desc]
         if base or self.state is None or self.state.get("spec") != self.spec:
             self._ensure_state(collateral)
         for c in base:

@@ -83,8 +83,8 @@ class LiveView(object):
                 return r["nexthops"] == want_nhs and (src is None or r["src"] == src)
         return False
 
-    def route_listed(self, route):
-        """Whether the host has a route to ``route``'s destination with its metric (removal)."""
+    def route_listed(self, route, netns=None):
+        """Whether the host (or ``netns``) has a route to ``route``'s destination with its metric (removal)."""
         f, table, dst, dummy, dummy, metric = route
         want_metric = metric if metric is not None else (0 if f == 4 else 1024)
-        return any(r["dst"] == dst and r["metric"] == want_metric for r in self.routes(f, table))
+        return any(r["dst"] == dst and r["metric"] == want_metric for r in self.routes(f, table, netns))

@@ -84,8 +84,9 @@ def test_removed_rack_file_goes_away(tmp_path):
     dest = str(tmp_path / "intended")
     run_plan(_write(tmp_path, data), dest)
     data["buildings"][0]["zones"][0]["racks"].pop()
-    result = run_plan(_write(tmp_path, data), dest)
+    result = run_plan(_write(tmp_path, data), dest, decommission=["r2"])
     assert result["removed"] == ["plan/racks/r2.yml"] and result["renumbered"] == []
+    assert result["retired"] == ["r2"]
     assert not os.path.exists(os.path.join(dest, "plan/racks/r2.yml"))
 
 
