@@ -318,6 +318,8 @@ static __always_inline int v4_special(__be32 a)
 	return 0;
 }
 
+long peer_reset(struct __sk_buff *skb, __u32 family);
+
 SEC("tc")
 int mn_nic_ingress(struct __sk_buff *skb)
 {
@@ -326,6 +328,8 @@ int mn_nic_ingress(struct __sk_buff *skb)
 	struct ethhdr *eth = data;
 	struct ing_key key = {};
 	struct ing_val *val;
+	struct ecfg_val *ecfg;
+	__u32 zero = 0;
 
 	if ((void *)(eth + 1) > data_end)
 		goto pass;
@@ -354,6 +358,9 @@ int mn_nic_ingress(struct __sk_buff *skb)
 	val = bpf_map_lookup_elem(&mn_ingress, &key);
 	if (!val)
 		goto pass;
+	ecfg = bpf_map_lookup_elem(&mn_ecfg, &zero);
+	if (ecfg && ecfg->policy == EGRESS_LEAST_LOADED)
+		peer_reset(skb, key.family); /* a reset by the peer ends the flow: the workload sends no FIN */
 	__builtin_memcpy(eth->h_dest, val->dmac, 6);
 	__builtin_memcpy(eth->h_source, val->smac, 6);
 	count(ST_IN_REDIRECT);
@@ -661,6 +668,31 @@ static __always_inline int src_any_nic(__u32 family, struct flow_key *fk, __u32 
 	ik.ifindex = n->ifindex;
 	__builtin_memcpy(ik.addr, fk->src, 16);
 	return bpf_map_lookup_elem(&mn_ingress, &ik) != 0;
+}
+
+/* A TCP RST from the peer to a workload (NIC ingress): the flow it ends stops counting as active.
+ * (A peer's FIN does not: the workload may still send after it, e.g. a response after a half-close.) */
+__attribute__((noinline)) long peer_reset(struct __sk_buff *skb, __u32 family)
+{
+	struct flow_key fk = {}, rk = {};
+	struct flow_val *fv;
+	__u8 tflags = 0;
+	int payload = 0;
+
+	if (flow_of(skb, family, &fk, &tflags, &payload) != 0 || fk.proto != IPPROTO_TCP || !(tflags & TCPF_RST))
+		return 0;
+	__builtin_memcpy(rk.src, fk.dst, 16);
+	__builtin_memcpy(rk.dst, fk.src, 16);
+	rk.sport = fk.dport;
+	rk.dport = fk.sport;
+	rk.proto = fk.proto;
+	rk.family = fk.family;
+	fv = bpf_map_lookup_elem(&mn_flows, &rk);
+	if (fv && !(fv->flags & FLOW_CLOSING)) {
+		fv->flags |= FLOW_CLOSING;
+		load_add(fv->nic, -1);
+	}
+	return 0;
 }
 
 /* least_loaded egress.  Returns the tc verdict, or -1: not a placeable flow, use NIC k (hash path). */
