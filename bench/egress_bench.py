@@ -12,8 +12,10 @@ policies alternate run by run (A/B/A/B...) so drift of the shared machine hits b
             NIC eth1 admin-down at 2.5 s; shares of the survivors from 3.5 s to the end; the issue's
             bound is each survivor within +-1/(2N) = 0.125 of a third.
 * spread:   32 greedy TCP flows egress (IPv6): aggregate and shares (the 32-flow figures).
+* stall:    (not in the default sections) 32 greedy flows each way, eth1 down at 3.5 s, up at 6.5 s with the
+            NIC watcher running: worst per-stream stall at the receiving end, runs // 5 runs per policy.
 Prints one line per run and a summary; --json FILE writes every figure. Asserts nothing.
-usage: sudo .venv/bin/python bench/egress_bench.py [--runs 10] [--seconds 4] [--sections few,failover,spread]
+usage: sudo .venv/bin/python bench/egress_bench.py [--runs 10] [--seconds 4] [--sections few,failover,spread,stall]
        [--json FILE]
 """
 import argparse
@@ -114,6 +116,55 @@ def failover(fab, host, args, port):
     return out
 
 
+def stall(fab, host, args, port):
+    """32 greedy flows each way (egress v6, ingress v4 with -R), eth1 admin-down at 3.5 s and up at 6.5 s
+    (the NIC watcher restores it), as tests/e2e/datapath/test_datapath_traffic.py::test_nic_failure:
+    the worst per-stream stall where the bytes arrive (iperf3 intervals of 0.2 s)."""
+    out = []
+    host.start_watcher()
+    try:
+        for i in range(max(1, args.runs // 5)):
+            for policy in POLICIES:
+                apply(host, policy)
+                results = {}
+
+                def run(name, dst, p, rev):
+                    srv = fab.iperf_server(fab.sto, p)
+                    cli = fab.spawn(host.slot_ns(1), ["iperf3", "-c", dst, "-p", str(p), "-P", "32", "-t", "10", "-i",
+                                                      "0.2", "--json", "--get-server-output"] + (["-R"] if rev else []))
+                    o, dummy = cli.communicate(timeout=60)
+                    srv.wait(10)
+                    results[name] = json.loads(o)
+
+                def flap():
+                    time.sleep(3.5)
+                    H.sh(["ip", "-n", host.ns, "link", "set", host.nics[FAILED], "down"])
+                    time.sleep(3.0)
+                    H.sh(["ip", "-n", host.ns, "link", "set", host.nics[FAILED], "up"])
+
+                st0 = host.bpf_stats()
+                ts = [threading.Thread(target=run, args=("egress", H.STO6, port, False)),
+                      threading.Thread(target=run, args=("ingress", H.STO4, port + 50, True)),
+                      threading.Thread(target=flap)]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join(90)
+                rec_by_end, dummy = H.by_end(results)
+                st = host.bpf_stats()
+                rec = {"section": "stall", "run": i + 1, "policy": policy,
+                       "worst_stall_s": dict((k, round(H.max_stall(v), 2)) for k, v in sorted(rec_by_end.items())),
+                       "out_replaced": st.get("out_replaced", 0) - st0.get("out_replaced", 0),
+                       "out_failover": st.get("out_failover", 0) - st0.get("out_failover", 0)}
+                print(json.dumps(rec), flush=True)
+                out.append(rec)
+                time.sleep(1.0)
+                apply(host, policy)
+    finally:
+        host.stop_watcher()
+    return out
+
+
 def spread(fab, host, args, port):
     out = []
     for i in range(max(1, args.runs // 3)):
@@ -133,6 +184,10 @@ def spread(fab, host, args, port):
 
 def summary(recs):
     lines = []
+    for r in recs:
+        if r["section"] == "stall":
+            lines.append("stall    %-12s run %d: worst stream stall at the receiver %s (re-placed packets %d, failover "
+                         "packets %d)" % (r["policy"], r["run"], r["worst_stall_s"], r["out_replaced"], r["out_failover"]))
     for section, key in (("few", "direction"), ("failover", None), ("spread", None)):
         groups = {}
         for r in recs:
@@ -170,7 +225,7 @@ def main():
         port = 5400
         for name in args.sections.split(","):
             port += 1
-            recs += {"few": few, "failover": failover, "spread": spread}[name](fab, host, args, port)
+            recs += {"few": few, "failover": failover, "spread": spread, "stall": stall}[name](fab, host, args, port)
     finally:
         fab.close()
     print("\n".join(summary(recs)))
