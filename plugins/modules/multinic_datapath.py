@@ -49,6 +49,20 @@ options:
     description: Add missing per-NIC addresses from the plan.
     type: bool
     default: true
+  egress_policy:
+    description:
+      - How the eBPF egress program picks the NIC of a workload's flow.
+      - C(hash) (default) keeps the workload's own per-flow choice (its L4 ECMP hash over the veths);
+        when that NIC is unusable the flow goes to one of the usable NICs by flow hash, so a failed
+        NIC's flows spread evenly over the survivors.
+      - C(least_loaded) places each new flow (TCP SYN, first packet of a UDP 5-tuple) from a task IP
+        on the usable NIC with the fewest active flows, pins it in an LRU flow table (16384 flows,
+        about 1.9 MiB, entries idle 30 s dropped) for its life, and re-places it when its NIC
+        becomes unusable. Traffic from a container NIC address (the BGP sidecar) stays on its NIC.
+      - Kernel forwarding (I(ebpf=false)) always hashes; C(least_loaded) is then ignored with a warning.
+    type: str
+    choices: [hash, least_loaded]
+    default: hash
   sysctl_file:
     description: sysctl.d file holding the persisted global sysctls.
     type: path
@@ -86,6 +100,10 @@ mode:
   description: C(ebpf) or C(kernel).
   returned: always
   type: str
+egress_policy:
+  description: The egress policy in effect (C(hash) in kernel mode whatever was asked).
+  returned: when state is present
+  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -102,6 +120,8 @@ def main():
             bpf_object=dict(type="path"),
             nic_pattern=dict(type="str"),
             manage_nic_addresses=dict(type="bool", default=True),
+            egress_policy=dict(type="str", choices=list(datapath_spec.EGRESS_POLICIES),
+                               default=datapath_spec.EGRESS_DEFAULT),
             state_dir=dict(type="path", default="/var/lib/netscale-multinic"),
             sysctl_file=dict(type="path", default="/etc/sysctl.d/90-netscale-multinic.conf"),
             bpffs_root=dict(type="path", default="/sys/fs/bpf"),
@@ -110,7 +130,7 @@ def main():
     p = module.params
     opts = core.Options(state_dir=p["state_dir"], sysctl_file=p["sysctl_file"], bpffs_root=p["bpffs_root"],
                         bpf_object=p["bpf_object"], nic_pattern=p["nic_pattern"],
-                        manage_nic_addresses=p["manage_nic_addresses"])
+                        manage_nic_addresses=p["manage_nic_addresses"], egress_policy=p["egress_policy"])
     try:
         if p["state"] == "absent":
             sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"]) if p["host"] else None
@@ -126,9 +146,16 @@ def main():
         module.fail_json(msg=str(e), changes=[])
     diff = {"before": "", "after": "".join("%s\n" % c for c in changes),
             "before_header": "host datapath", "after_header": "changes"}
+    extra = {}
+    if p["state"] == "present":
+        extra["egress_policy"] = datapath_spec.check_egress_policy(p["egress_policy"], p["ebpf"])
+        if extra["egress_policy"] != p["egress_policy"]:
+            module.warn("egress_policy=%s needs the eBPF datapath; kernel forwarding (ebpf=false) hashes flows "
+                        "over the NICs. Fix: set host_datapath_egress_policy: hash for this host, or "
+                        "host_datapath_ebpf: true." % p["egress_policy"])
     module.exit_json(changed=bool(changes), changes=changes,
                      mode="absent" if p["state"] == "absent" else ("ebpf" if p["ebpf"] else "kernel"),
-                     diff=diff if changes else {})
+                     diff=diff if changes else {}, **extra)
 
 
 if __name__ == "__main__":

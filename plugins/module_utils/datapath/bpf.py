@@ -21,7 +21,7 @@ import subprocess
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import antispoof
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
-from ansible_collections.netscale.multinic.plugins.module_utils.datapath.spec import EBPF_MAX_NICS
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath.spec import EBPF_MAX_NICS, EGRESS_FLOW_IDLE_S
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 PIN_SUBDIR = "netscale-multinic"
@@ -33,7 +33,9 @@ MAX_NICS = EBPF_MAX_NICS
 AF_INET = 2
 AF_INET6 = 10
 STATS = ("in_redirect", "in_pass", "out_redirect", "out_failover", "out_local", "out_pass",
-         "out_noroute", "out_spoof")
+         "out_noroute", "out_spoof", "out_placed", "out_pinned", "out_replaced")
+# mn_ecfg policy codes (EGRESS_* in the C program)
+EGRESS_CODES = {"hash": 0, "least_loaded": 1}
 SOURCE_NAME = "multinic_datapath.c"
 
 
@@ -91,12 +93,18 @@ def ing_key(ifindex, addr):
     return struct.pack("<II16s", ifindex, fam, _a16(addr))
 
 
-def desired_maps(spec, host_links, ns_links, local=None):
+def ecfg_value(policy, idle_s=EGRESS_FLOW_IDLE_S):
+    """mn_ecfg[0]: (policy code, flow idle expiry in seconds)."""
+    return struct.pack("<II", EGRESS_CODES[policy], int(idle_s))
+
+
+def desired_maps(spec, host_links, ns_links, local=None, egress=None):
     """Map contents from the spec and the live links.
 
     host_links: {ifname: {"ifindex": int, "address": mac}} of the host namespace.
     ns_links: {netns: {ifname: {...}}}. local: (maps, use_map, reason) of localmap.compute() for
     an object with the host-local maps, else None (the program then does the full fib lookup).
+    egress: the egress policy ('hash' / 'least_loaded') for an object with mn_ecfg, else None.
     Returns {map: {key bytes: value bytes}} or raises KeyError naming the missing link.
     """
     nics = {}
@@ -133,6 +141,8 @@ def desired_maps(spec, host_links, ns_links, local=None):
            "mn_src": antispoof.src_map(spec)}
     if local is not None:
         out.update(local[0])
+    if egress is not None:
+        out["mn_ecfg"] = {struct.pack("<I", 0): ecfg_value(egress)}
     return out
 
 
@@ -235,7 +245,7 @@ class Bpf(object):
             for k, v in sorted(want.items()):
                 if have.get(k) != v:
                     ops.append((name, "update", k, v))
-            if name not in ("mn_nics", "mn_cfg"):  # arrays cannot delete
+            if name not in ("mn_nics", "mn_cfg", "mn_ecfg"):  # arrays cannot delete
                 for k in sorted(set(have) - set(want)):
                     ops.append((name, "delete", k, None))
         return ops
@@ -270,6 +280,22 @@ class Bpf(object):
                 total += struct.unpack("<Q", bytes(int(x, 16) for x in c["value"]))[0]
             if idx < len(STATS):
                 out[STATS[idx]] = total
+        return out
+
+    def egress_load(self, version=None):
+        """{NIC index: active flows} as the least_loaded placement counts them (mn_eload)."""
+        version = version or (self.versions() or [None])[-1]
+        if not version or not self.has_map(version, "mn_eload"):
+            return {}
+        p = self.r.read(["bpftool", "-j", "map", "dump", "pinned", self.map_pin(version, "mn_eload")],
+                        check=False)
+        if p.returncode != 0:
+            return {}
+        out = {}
+        for e in json.loads(p.stdout or "[]"):
+            idx = struct.unpack("<I", bytes(int(x, 16) for x in e["key"]))[0]
+            if idx < MAX_NICS:
+                out[idx] = struct.unpack("<qQ", bytes(int(x, 16) for x in e["value"]))[0]
         return out
 
     def spoof_counts(self, version=None):

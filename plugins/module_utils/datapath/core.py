@@ -47,6 +47,7 @@ class Options:
     bpf_object: Optional[str] = None
     nic_pattern: Optional[str] = None
     manage_nic_addresses: bool = True
+    egress_policy: Optional[str] = None  # 'hash' (None = the default) or 'least_loaded' (eBPF mode)
 
 
 @dataclasses.dataclass
@@ -124,6 +125,7 @@ class Datapath(object):
     def validate(self):
         links = [n for n in self.live.links() if n != "lo" and not re.match(r"^ms\d+-", n)]
         datapath_spec.check_nics(self.spec, links, self.options.nic_pattern)
+        datapath_spec.check_egress_policy(self.options.egress_policy, self.spec["ebpf"])
 
     # ---- plan: base (everything but eBPF), step by step ---------------------------------------
     def plan_base(self):
@@ -553,12 +555,18 @@ class Datapath(object):
     def _desired_maps(self, version):
         return datapath_bpf.desired_maps(self.spec, self.live.links(),
                                          dict((s["netns"], self.live.links(s["netns"])) for s in self.spec["slots"]),
-                                         self._local(version))
+                                         self._local(version), self._egress(version))
 
     def _sync_maps(self, version):
         self.live.forget()
         wanted = self._desired_maps(version)
         self.bpf.apply_map_ops(version, datapath_bpf.order_ops(self.bpf.map_diff(version, wanted), wanted))
+
+    def _egress(self, version):
+        """The egress policy for mn_ecfg (None: an object without egress placement)."""
+        if not self.bpf.has_map(version, "mn_ecfg"):
+            return None
+        return datapath_spec.check_egress_policy(self.options.egress_policy, self.spec["ebpf"])
 
     def _local(self, version):
         """Host-local map contents from the live routes/rules (None: object without the maps)."""

@@ -25,6 +25,15 @@ GW4 = "169.254.1.1"
 EBPF_MAX_NICS = 8
 EBPF_VETH_ENTRIES = 1024
 EBPF_INGRESS_ENTRIES = 8192
+# Egress placement in eBPF mode (issue 14): `hash` keeps the workload's own per-flow choice of veth
+# (and so of NIC); `least_loaded` places each new flow on the usable NIC with the fewest active
+# flows and pins it in the program's LRU flow table (mn_flows, EGRESS_FLOW_ENTRIES entries,
+# preallocated ~1.9 MiB; entries idle EGRESS_FLOW_IDLE_S seconds are dropped). Kernel forwarding
+# always hashes.
+EGRESS_POLICIES = ("hash", "least_loaded")
+EGRESS_DEFAULT = "hash"
+EGRESS_FLOW_ENTRIES = 16384
+EGRESS_FLOW_IDLE_S = 30
 RULE_PREF_MAIN = 1100
 RULE_PREF_NIC = 1101
 TABLE_BASE = 1100
@@ -221,6 +230,20 @@ def _check_ebpf_limits(name, nic_count, slot_count):
         raise DatapathInputError("multinic_host.slots: host %s needs %d ingress entries (4 per slot and NIC); the "
                                  "eBPF datapath holds at most %d (mn_ingress). %s"
                                  % (name, 4 * slot_count * nic_count, EBPF_INGRESS_ENTRIES, fix))
+
+
+def check_egress_policy(policy, ebpf=True):
+    """The effective egress policy for a host: 'hash' or 'least_loaded' (kernel forwarding: 'hash').
+
+    Raises DatapathInputError naming the field, the value and the fix for anything else."""
+    if policy is None:
+        return EGRESS_DEFAULT
+    if policy not in EGRESS_POLICIES:
+        raise DatapathInputError("host_datapath_egress_policy: %r is not an egress policy. Fix: set %s (the default: "
+                                 "the workload's flow hash picks the NIC) or %s (eBPF mode: each new flow goes to "
+                                 "the NIC with the fewest active flows)." % (policy, EGRESS_POLICIES[0],
+                                                                             EGRESS_POLICIES[1]))
+    return policy if ebpf else EGRESS_DEFAULT
 
 
 def nic_pattern(spec):

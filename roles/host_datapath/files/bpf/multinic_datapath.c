@@ -9,7 +9,11 @@
  *                   non-local destination leaves straight out of "its" NIC k with bpf_redirect_neigh
  *                   (next hop = the ToR gateway of NIC k).  If NIC k no longer resolves its gateway
  *                   (admin down, carrier lost with ignore_routes_with_linkdown=1) a surviving NIC is
- *                   used instead.  Host-local, ND/ARP, link-local, multicast -> TC_ACT_OK.
+ *                   used instead, chosen among all usable NICs by flow hash (even failover).
+ *                   With the egress policy least_loaded (mn_ecfg) a new flow is placed on the
+ *                   usable NIC with the fewest active flows instead of NIC k, pinned in the LRU
+ *                   flow table mn_flows and re-placed when its NIC becomes unusable.
+ *                   Host-local, ND/ARP, link-local, multicast -> TC_ACT_OK.
  *                   "Host-local" is decided by one LPM lookup in mn_local4/mn_local6, a mirror of
  *                   the host's local table and of the main table's non-default routes that the
  *                   loader fills and the NIC watcher keeps in sync; when the loader cannot
@@ -29,6 +33,8 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/in.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
@@ -49,6 +55,9 @@ enum {
 	ST_OUT_PASS,        /* veth ingress -> ND/ARP/link-local/multicast, host stack */
 	ST_OUT_NOROUTE,     /* veth ingress -> no NIC resolves its gateway, host stack */
 	ST_OUT_SPOOF,       /* veth ingress -> source not allowed for the slot, dropped */
+	ST_OUT_PLACED,      /* least_loaded: a new flow placed (and pinned in mn_flows) */
+	ST_OUT_PINNED,      /* least_loaded: a packet sent out of its flow's pinned NIC */
+	ST_OUT_REPLACED,    /* least_loaded: a flow moved off its pinned NIC, which became unusable */
 	ST_MAX,
 };
 
@@ -168,6 +177,71 @@ struct {
 	__type(value, __u64);
 } mn_spoof SEC(".maps");
 
+/* Egress placement (issue 14): the loader writes mn_ecfg[0]; the program keeps mn_flows and mn_eload. */
+#define EGRESS_HASH 0         /* the workload's veth choice (its own L4 ECMP hash) decides the NIC */
+#define EGRESS_LEAST_LOADED 1 /* a new flow goes to the usable NIC with the fewest active flows */
+
+struct ecfg_val {
+	__u32 policy; /* EGRESS_* */
+	__u32 idle_s; /* a flow-table entry idle this long is dropped by the sweep (and not counted) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ecfg_val);
+} mn_ecfg SEC(".maps");
+
+/* A flow: the 5-tuple as the workload sent it (IPv4 in the first 4 bytes of src/dst). */
+struct flow_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__u16 sport; /* network order */
+	__u16 dport;
+	__u8 proto;  /* IPPROTO_TCP / IPPROTO_UDP */
+	__u8 family; /* MN_AF_INET / MN_AF_INET6 */
+	__u16 pad;
+};
+
+#define FLOW_CLOSING 1 /* FIN or RST sent by the workload: no longer counted as active */
+
+struct flow_val {
+	__u32 nic;     /* index into mn_nics */
+	__u32 flags;   /* FLOW_* */
+	__u64 last_ns; /* bpf_ktime_get_ns of its last packet (refreshed at most every 250 ms) */
+};
+
+/* Bounded: 16384 flows (LRU: the least recently used entry is evicted when full); memory is
+ * preallocated, ~2 MiB (bytes_memlock of `bpftool map show`; docs/host-datapath.md). */
+#define MN_FLOW_MAX 16384
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MN_FLOW_MAX);
+	__type(key, struct flow_key);
+	__type(value, struct flow_val);
+} mn_flows SEC(".maps");
+
+/* Per NIC [0, MN_MAX_NICS): active (pinned, not closing) flows, updated atomically on placement,
+ * close and re-placement, and recounted from mn_flows by the sweep (which also drops idle
+ * entries) at most once a second, when a flow is placed.  Entry MN_MAX_NICS: flows = placements
+ * (the tie-break cursor), aux = time of the last sweep. */
+struct load_val {
+	__s64 flows;
+	__u64 aux;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MN_MAX_NICS + 1);
+	__type(key, __u32);
+	__type(value, struct load_val);
+} mn_eload SEC(".maps");
+
+#define FLOW_TOUCH_NS 250000000ULL /* refresh last_ns at most this often per flow */
+#define SWEEP_NS 1000000000ULL     /* sweep mn_flows at most once a second */
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ST_MAX);
@@ -244,6 +318,8 @@ static __always_inline int v4_special(__be32 a)
 	return 0;
 }
 
+long peer_reset(struct __sk_buff *skb, __u32 family);
+
 SEC("tc")
 int mn_nic_ingress(struct __sk_buff *skb)
 {
@@ -252,6 +328,8 @@ int mn_nic_ingress(struct __sk_buff *skb)
 	struct ethhdr *eth = data;
 	struct ing_key key = {};
 	struct ing_val *val;
+	struct ecfg_val *ecfg;
+	__u32 zero = 0;
 
 	if ((void *)(eth + 1) > data_end)
 		goto pass;
@@ -280,6 +358,9 @@ int mn_nic_ingress(struct __sk_buff *skb)
 	val = bpf_map_lookup_elem(&mn_ingress, &key);
 	if (!val)
 		goto pass;
+	ecfg = bpf_map_lookup_elem(&mn_ecfg, &zero);
+	if (ecfg && ecfg->policy == EGRESS_LEAST_LOADED)
+		peer_reset(skb, key.family); /* a reset by the peer ends the flow: the workload sends no FIN */
 	__builtin_memcpy(eth->h_dest, val->dmac, 6);
 	__builtin_memcpy(eth->h_source, val->smac, 6);
 	count(ST_IN_REDIRECT);
@@ -362,6 +443,343 @@ static __always_inline int src_check4(struct veth_val *vv, struct iphdr *ip4)
 	return bpf_map_lookup_elem(&mn_src, &sk) ? 0 : -1;
 }
 
+/* Bit i set: NIC i (i < cnt, i != skip) resolves its gateway now. */
+__attribute__((noinline)) __u32 usable_mask(struct __sk_buff *skb, __u32 family, __u32 cnt, __u32 skip)
+{
+	struct bpf_redir_neigh scratch = {};
+	__u32 mask = 0;
+
+#pragma clang loop unroll(full)
+	for (__u32 i = 0; i < MN_MAX_NICS; i++) {
+		__u32 j = i;
+		struct nic_val *n;
+
+		if (i >= cnt)
+			break;
+		if (i == skip)
+			continue;
+		n = bpf_map_lookup_elem(&mn_nics, &j);
+		if (n && nic_usable(skb, n, family, &scratch) == 0)
+			mask |= 1U << i;
+	}
+	return mask;
+}
+
+/* The m-th set bit of mask (m < number of set bits). */
+static __always_inline __u32 nth_bit(__u32 mask, __u32 m)
+{
+#pragma clang loop unroll(full)
+	for (__u32 i = 0; i < MN_MAX_NICS; i++) {
+		if (!(mask & (1U << i)))
+			continue;
+		if (m == 0)
+			return i;
+		m--;
+	}
+	return 0;
+}
+
+static __always_inline __u32 bits(__u32 mask)
+{
+	__u32 c = 0;
+
+#pragma clang loop unroll(full)
+	for (__u32 i = 0; i < MN_MAX_NICS; i++)
+		c += (mask >> i) & 1;
+	return c;
+}
+
+/* Redirect out of NIC j (re-resolving its gateway); -1 if it no longer resolves. */
+__attribute__((noinline)) long send_via(struct __sk_buff *skb, __u32 j, __u32 family, __u32 stat)
+{
+	struct bpf_redir_neigh nh = {};
+	struct nic_val *n = bpf_map_lookup_elem(&mn_nics, &j);
+
+	if (!n || nic_usable(skb, n, family, &nh) != 0)
+		return -1;
+	count(stat);
+	return bpf_redirect_neigh(n->ifindex, &nh, sizeof(nh), 0);
+}
+
+static __always_inline void load_add(__u32 j, __s64 d)
+{
+	struct load_val *v = bpf_map_lookup_elem(&mn_eload, &j);
+
+	if (v)
+		__sync_fetch_and_add(&v->flows, d);
+}
+
+/* The NIC of mask with the fewest active flows; ties go round-robin (placements so far). */
+__attribute__((noinline)) __u32 least_loaded(__u32 mask, __u32 cnt)
+{
+	__u32 meta = MN_MAX_NICS, best = 0, start = 0;
+	__s64 best_flows = 0x7fffffffffffffffLL;
+	struct load_val *m = bpf_map_lookup_elem(&mn_eload, &meta);
+
+	if (cnt < 1 || cnt > MN_MAX_NICS)
+		return 0;
+
+	if (m) {
+		start = (__u32)m->flows % cnt;
+		__sync_fetch_and_add(&m->flows, 1);
+	}
+#pragma clang loop unroll(full)
+	for (__u32 i = 0; i < MN_MAX_NICS; i++) {
+		__u32 j;
+		struct load_val *v;
+		__s64 f;
+
+		if (i >= cnt)
+			break;
+		j = (start + i) % cnt;
+		if (!(mask & (1U << j)))
+			continue;
+		v = bpf_map_lookup_elem(&mn_eload, &j);
+		f = v ? v->flows : 0;
+		if (f < best_flows) {
+			best_flows = f;
+			best = j;
+		}
+	}
+	return best;
+}
+
+struct bpf_map;
+
+struct sweep_ctx {
+	__u64 now;
+	__u64 idle_ns;
+	__s64 cnt[MN_MAX_NICS];
+};
+
+static long sweep_one(struct bpf_map *map, struct flow_key *key, struct flow_val *val, struct sweep_ctx *c)
+{
+	if (val->last_ns < c->now && c->now - val->last_ns > c->idle_ns) {
+		bpf_map_delete_elem(map, key);
+		return 0;
+	}
+	if (val->flags & FLOW_CLOSING)
+		return 0;
+#pragma clang loop unroll(full)
+	for (__u32 i = 0; i < MN_MAX_NICS; i++)
+		if (val->nic == i)
+			c->cnt[i]++;
+	return 0;
+}
+
+/* At most once a second (when a flow is placed): drop idle entries and recount the active flows
+ * per NIC, which also repairs counts lost to LRU evictions, peer-side closes and races. */
+__attribute__((noinline)) int maybe_sweep(__u64 now, __u32 idle_s)
+{
+	__u32 meta = MN_MAX_NICS;
+	struct load_val *m = bpf_map_lookup_elem(&mn_eload, &meta);
+	struct sweep_ctx c = {.now = now, .idle_ns = (__u64)idle_s * 1000000000ULL};
+
+	if (!m || (m->aux < now && now - m->aux < SWEEP_NS))
+		return 0;
+	m->aux = now;
+	bpf_for_each_map_elem(&mn_flows, sweep_one, &c, 0);
+#pragma clang loop unroll(full)
+	for (__u32 i = 0; i < MN_MAX_NICS; i++) {
+		__u32 j = i;
+		struct load_val *v = bpf_map_lookup_elem(&mn_eload, &j);
+
+		if (v)
+			v->flows = c.cnt[i];
+	}
+	return 1;
+}
+
+#define TCPF_FIN 0x01
+#define TCPF_SYN 0x02
+#define TCPF_RST 0x04
+
+/* The packet's flow (TCP/UDP, not a fragment).  0 = ok; *tflags: TCP flags; *payload: has data. */
+static __always_inline int flow_of(struct __sk_buff *skb, __u32 family, struct flow_key *fk, __u8 *tflags,
+				   int *payload)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	__u8 *l4;
+	__u32 l4off;
+
+	if (family == MN_AF_INET6) {
+		struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
+
+		if ((void *)(ip6 + 1) > data_end)
+			return -1;
+		fk->proto = ip6->nexthdr; /* extension headers: not placed (hash path) */
+		__builtin_memcpy(fk->src, &ip6->saddr, 16);
+		__builtin_memcpy(fk->dst, &ip6->daddr, 16);
+		l4off = sizeof(struct ethhdr) + sizeof(struct ipv6hdr);
+	} else {
+		struct iphdr *ip4 = data + sizeof(struct ethhdr);
+
+		if ((void *)(ip4 + 1) > data_end)
+			return -1;
+		if (ip4->frag_off & bpf_htons(0x3fff)) /* MF or an offset: no ports in every fragment */
+			return -1;
+		fk->proto = ip4->protocol;
+		__builtin_memcpy(fk->src, &ip4->saddr, 4);
+		__builtin_memcpy(fk->dst, &ip4->daddr, 4);
+		l4off = sizeof(struct ethhdr) + ip4->ihl * 4;
+		if (ip4->ihl < 5)
+			return -1;
+	}
+	fk->family = family;
+	if (l4off > 256)
+		return -1;
+	l4 = data + l4off;
+	if (fk->proto == IPPROTO_TCP) {
+		struct tcphdr *th = (void *)l4;
+
+		if ((void *)(th + 1) > data_end)
+			return -1;
+		fk->sport = th->source;
+		fk->dport = th->dest;
+		*tflags = ((__u8 *)th)[13];
+		*payload = skb->len > l4off + th->doff * 4;
+		return 0;
+	}
+	if (fk->proto == IPPROTO_UDP) {
+		struct udphdr *uh = (void *)l4;
+
+		if ((void *)(uh + 1) > data_end)
+			return -1;
+		fk->sport = uh->source;
+		fk->dport = uh->dest;
+		*tflags = 0;
+		*payload = 1;
+		return 0;
+	}
+	return -1;
+}
+
+/* Is the source a task IP (announced on every NIC, so any NIC may carry it)?  A container NIC
+ * address is reachable through its own NIC only (mn_ingress has it for that NIC alone). */
+static __always_inline int src_any_nic(__u32 family, struct flow_key *fk, __u32 k, __u32 cnt)
+{
+	struct ing_key ik = {.family = family};
+	__u32 other = (k + 1) % cnt;
+	struct nic_val *n = bpf_map_lookup_elem(&mn_nics, &other);
+
+	if (!n || !n->ifindex)
+		return 0;
+	ik.ifindex = n->ifindex;
+	__builtin_memcpy(ik.addr, fk->src, 16);
+	return bpf_map_lookup_elem(&mn_ingress, &ik) != 0;
+}
+
+/* A TCP RST from the peer to a workload (NIC ingress): the flow it ends stops counting as active.
+ * (A peer's FIN does not: the workload may still send after it, e.g. a response after a half-close.) */
+__attribute__((noinline)) long peer_reset(struct __sk_buff *skb, __u32 family)
+{
+	struct flow_key fk = {}, rk = {};
+	struct flow_val *fv;
+	__u8 tflags = 0;
+	int payload = 0;
+
+	if (flow_of(skb, family, &fk, &tflags, &payload) != 0 || fk.proto != IPPROTO_TCP || !(tflags & TCPF_RST))
+		return 0;
+	__builtin_memcpy(rk.src, fk.dst, 16);
+	__builtin_memcpy(rk.dst, fk.src, 16);
+	rk.sport = fk.dport;
+	rk.dport = fk.sport;
+	rk.proto = fk.proto;
+	rk.family = fk.family;
+	fv = bpf_map_lookup_elem(&mn_flows, &rk);
+	if (fv && !(fv->flags & FLOW_CLOSING)) {
+		fv->flags |= FLOW_CLOSING;
+		load_add(fv->nic, -1);
+	}
+	return 0;
+}
+
+/* least_loaded egress.  Returns the tc verdict, or -1: not a placeable flow, use NIC k (hash path). */
+__attribute__((noinline)) long egress_placed(struct __sk_buff *skb, __u32 idle_s, __u32 cnt, __u32 k, __u32 family)
+{
+	struct flow_key fk = {};
+	struct flow_val nv = {}, *fv;
+	__u8 tflags = 0;
+	int payload = 0;
+	__u32 mask, j;
+	__u64 now;
+	long rc;
+
+	if (flow_of(skb, family, &fk, &tflags, &payload) != 0)
+		return -1;
+	now = bpf_ktime_get_ns();
+	fv = bpf_map_lookup_elem(&mn_flows, &fk);
+	if (fv) {
+		j = fv->nic;
+		if (now > fv->last_ns + FLOW_TOUCH_NS)
+			fv->last_ns = now;
+		if ((tflags & TCPF_SYN) && !(tflags & (TCPF_FIN | TCPF_RST)) && (fv->flags & FLOW_CLOSING)) {
+			/* the tuple is reused by a new connection: place it as a new flow */
+			maybe_sweep(now, idle_s);
+			mask = usable_mask(skb, family, cnt, MN_MAX_NICS);
+			if (!mask)
+				return -1;
+			j = least_loaded(mask, cnt);
+			fv->nic = j;
+			fv->flags = 0;
+			load_add(j, 1);
+			rc = send_via(skb, j, family, ST_OUT_PLACED);
+			return rc < 0 ? -1 : rc;
+		}
+		if ((tflags & (TCPF_FIN | TCPF_RST)) && !(fv->flags & FLOW_CLOSING)) {
+			fv->flags |= FLOW_CLOSING;
+			load_add(j, -1);
+		}
+		rc = send_via(skb, j, family, ST_OUT_PINNED);
+		if (rc >= 0)
+			return rc;
+		/* its NIC no longer resolves its gateway: re-place the flow among the usable NICs */
+		maybe_sweep(now, idle_s);
+		mask = usable_mask(skb, family, cnt, j);
+		if (!mask)
+			return -1;
+		nv.nic = least_loaded(mask, cnt);
+		if (!(fv->flags & FLOW_CLOSING)) {
+			load_add(j, -1);
+			load_add(nv.nic, 1);
+		}
+		fv->nic = nv.nic;
+		rc = send_via(skb, nv.nic, family, ST_OUT_REPLACED);
+		return rc < 0 ? -1 : rc;
+	}
+	if (tflags & (TCPF_FIN | TCPF_RST))
+		return -1; /* the end of an unknown (or just closed) flow: no entry */
+	if (fk.proto == IPPROTO_TCP && !(tflags & TCPF_SYN) && !payload)
+		return -1; /* pure ACK of an unknown flow (e.g. the last ACK after close): no entry */
+	if (!src_any_nic(family, &fk, k, cnt))
+		return -1; /* sourced from a container NIC address: stays on its NIC */
+	maybe_sweep(now, idle_s);
+	if (fk.proto == IPPROTO_TCP && !(tflags & TCPF_SYN)) {
+		/* an established flow without an entry (policy just switched on, idle expiry, LRU
+		 * eviction): pin it where the workload sends it, so it does not move mid-stream */
+		mask = usable_mask(skb, family, cnt, MN_MAX_NICS);
+		if (!mask)
+			return -1;
+		nv.nic = (k < MN_MAX_NICS && (mask & (1U << k))) ? k : least_loaded(mask, cnt);
+	} else {
+		mask = usable_mask(skb, family, cnt, MN_MAX_NICS);
+		if (!mask)
+			return -1;
+		nv.nic = least_loaded(mask, cnt);
+	}
+	nv.last_ns = now;
+	if (bpf_map_update_elem(&mn_flows, &fk, &nv, BPF_NOEXIST) == 0) {
+		load_add(nv.nic, 1);
+	} else {
+		fv = bpf_map_lookup_elem(&mn_flows, &fk); /* another CPU placed it meanwhile */
+		if (fv)
+			nv.nic = fv->nic;
+	}
+	rc = send_via(skb, nv.nic, family, ST_OUT_PLACED);
+	return rc < 0 ? -1 : rc;
+}
+
 SEC("tc")
 int mn_veth_ingress(struct __sk_buff *skb)
 {
@@ -373,7 +791,8 @@ int mn_veth_ingress(struct __sk_buff *skb)
 	struct veth_val *vv;
 	struct nic_val *n;
 	struct cfg_val *cfg;
-	__u32 family, k, cnt, zero = 0, start;
+	struct ecfg_val *ecfg;
+	__u32 family, k, cnt, zero = 0, mask;
 	__u32 ifindex = skb->ifindex;
 	int src;
 	long rc;
@@ -454,34 +873,32 @@ int mn_veth_ingress(struct __sk_buff *skb)
 		goto local; /* another workload on this host, a management interface, ... */
 
 nic:
-	/* 2. the workload's choice: NIC k, if it still resolves its gateway */
 	k = vv->nic;
+	cnt = cfg->nic_count;
+	/* 2a. least_loaded: the flow's pinned NIC, or a new flow placed on the least loaded one */
+	ecfg = bpf_map_lookup_elem(&mn_ecfg, &zero);
+	if (ecfg && ecfg->policy == EGRESS_LEAST_LOADED && cnt >= 2 && cnt <= MN_MAX_NICS && k < cnt) {
+		rc = egress_placed(skb, ecfg->idle_s, cnt, k, family);
+		if (rc >= 0)
+			return rc;
+	}
+	/* 2. the workload's choice: NIC k, if it still resolves its gateway */
 	n = bpf_map_lookup_elem(&mn_nics, &k);
 	if (n && nic_usable(skb, n, family, &nh) == 0) {
 		count(ST_OUT_REDIRECT);
 		return bpf_redirect_neigh(n->ifindex, &nh, sizeof(nh), 0);
 	}
 
-	/* 3. failover: a surviving NIC, chosen by flow hash so the load spreads */
-	cnt = cfg->nic_count;
+	/* 3. failover: spread NIC k's flows over all usable NICs by flow hash (hash % usable), so
+	 * each survivor gets an equal part; stable per flow while the set of usable NICs holds */
 	if (cnt < 2 || cnt > MN_MAX_NICS)
 		goto noroute;
-	start = bpf_get_hash_recalc(skb) % cnt;
-#pragma clang loop unroll(full)
-	for (__u32 i = 0; i < MN_MAX_NICS; i++) {
-		__u32 j;
-
-		if (i >= cnt)
-			break;
-		j = (start + i) % cnt;
-		if (j == k)
-			continue;
-		n = bpf_map_lookup_elem(&mn_nics, &j);
-		if (n && nic_usable(skb, n, family, &nh) == 0) {
-			count(ST_OUT_FAILOVER);
-			return bpf_redirect_neigh(n->ifindex, &nh, sizeof(nh), 0);
-		}
-	}
+	mask = usable_mask(skb, family, cnt, k);
+	if (!mask)
+		goto noroute;
+	rc = send_via(skb, nth_bit(mask, bpf_get_hash_recalc(skb) % bits(mask)), family, ST_OUT_FAILOVER);
+	if (rc >= 0)
+		return rc;
 noroute:
 	count(ST_OUT_NOROUTE);
 	return TC_ACT_OK;
