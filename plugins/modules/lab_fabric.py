@@ -24,9 +24,11 @@ description:
     O(state=absent) removes all of it (processes by PID, links, namespaces, cgroups, files), and a
     build that fails midway removes what it made before failing.
   - A second build of a healthy lab changes nothing. When the topology changed only in its GPU hosts (hosts
-    added or removed, a host's NIC count changed), only those hosts and their NIC links are torn down or
-    built; every other node keeps its processes and state. A lab whose processes died, or whose racks,
-    spines, storage, image or templates changed, is torn down and rebuilt, as is any lab with O(rebuild=true).
+    added or removed, a host's NIC count changed) or racks (a rack added or removed), only those hosts, ToRs
+    and their links are torn down or built, and the spines get their new FRR config in place
+    (frr-reload.py); every other node keeps its processes and state. A lab whose processes died, or whose
+    spine set, storage, image or templates changed, is torn down and rebuilt, as is any lab with
+    O(rebuild=true).
 options:
   state:
     description: C(present) builds the lab (or leaves a healthy one alone), C(absent) tears it down.
@@ -117,16 +119,17 @@ reasons:
   elements: str
 change:
   description:
-    - What the build does (or would do in check mode). C(action) is C(build), C(rebuild) or C(hosts) (an
-      in-place change of GPU hosts only, with the host names in C(remove) and C(add)).
+    - What the build does (or would do in check mode). C(action) is C(build), C(rebuild) or C(in_place)
+      (GPU hosts and ToRs in C(remove) and C(add), spines given their new config in C(reload)).
   returned: when state=present and the lab was not healthy or a rebuild was requested
   type: dict
-  sample: {"action": "hosts", "remove": [], "add": ["lab-r2-h3"]}
+  sample: {"action": "in_place", "remove": [], "add": ["lab-r2-h3"], "reload": []}
 incremental:
-  description: After an in-place change, the hosts removed and added and the nodes left untouched.
-  returned: when only GPU hosts changed
+  description: After an in-place change, the hosts and ToRs removed and added, the spines reloaded and the nodes left untouched.
+  returned: when the lab was changed in place
   type: dict
-  sample: {"removed_hosts": [], "added_hosts": ["lab-r2-h3"], "unchanged_nodes": ["lab-r1-h1"]}
+  sample: {"removed_hosts": [], "added_hosts": ["lab-r2-h3"], "removed_tors": [], "added_tors": [],
+           "reloaded_spines": [], "unchanged_nodes": ["lab-r1-h1"]}
 removed:
   description: What teardown removed.
   returned: when something was torn down

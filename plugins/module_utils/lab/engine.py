@@ -6,8 +6,9 @@
 The build runs the steps of ``STEPS`` in order, each in its own module: ``image`` (the cached base
 image), ``nodes`` and ``hosts`` (``nodes.py``: the boxes and GPU hosts), ``links`` (``wiring.py``),
 ``frr`` and ``bgp`` (``routing.py``). ``teardown.py`` undoes a build from the state file's journal.
-A running lab whose topology changed only in its GPU hosts (added, removed, other NICs) is changed in
-place by ``incremental.py``: only those hosts and their links are torn down or built.
+A running lab whose topology changed only in its GPU hosts (added, removed, other NICs) or racks is
+changed in place by ``incremental.py``: only those nodes and their links are torn down or built,
+the spines get their new configs with frr-reload.py.
 What is built comes from ``spec.LabSpec``.
 """
 
@@ -114,13 +115,14 @@ class Lab(object):
         return not reasons, reasons, data
 
     def change_summary(self, data, reasons):
-        """What build() would do: 'build', 'rebuild' or 'hosts' with the hosts removed/added."""
+        """What build() would do: 'build', 'rebuild' or 'in_place' with the nodes removed/added/reloaded."""
         if data is None:
             return {"action": "build"}
         change = None if self.rebuild else incremental.hosts_only(self, data, reasons)
         if change is None:
             return {"action": "rebuild"}
-        return {"action": "hosts", "remove": change.remove, "add": [h["name"] for h in change.add]}
+        return {"action": "in_place", "remove": change.remove + change.remove_tors,
+                "add": [h["name"] for h in change.add] + change.add_tors, "reload": change.reload_spines}
 
     # ------------------------------------------------------------------ build
     def build(self):

@@ -100,8 +100,9 @@ def attach_netns(lab, name, pid):
 
 
 # --- boxes (spine, ToRs, storage)
-def start_boxes(lab):
-    boxes = [(n, k) for n, k in lab.spec.node_list() if k != "gpu_host"]
+def start_boxes(lab, names=None):
+    """Start the FRR/storage boxes (all of the spec's, or ``names``: an incremental change)."""
+    boxes = [(n, k) for n, k in lab.spec.node_list() if k != "gpu_host" and (names is None or n in names)]
     started = []
     for name, kind in boxes:
         d = lab.node_dir(name)

@@ -17,7 +17,7 @@ import time
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import frr as frrmod
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError, run, start_time
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name, read_pid
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
 
 def write_frr_files(lab, node, config):
@@ -32,9 +32,10 @@ def write_frr_files(lab, node, config):
                      owner=(frr_uid, group))
 
 
-def start_frr(lab):
-    """Write every box's files, then start its daemons and load its config, boxes in parallel."""
-    configs = lab.spec.frr_configs()
+def start_frr(lab, names=None):
+    """Write every box's files, then start its daemons and load its config, boxes in parallel
+    (``names``: only those boxes, an incremental change)."""
+    configs = [(n, c) for n, c in lab.spec.frr_configs() if names is None or n in names]
     for node, config in configs:
         write_frr_files(lab, node, config)
     errors = []
@@ -53,6 +54,18 @@ def start_frr(lab):
         t.join()
     if errors:
         raise errors[0]
+
+
+def reload_frr(lab, node):
+    """Give a running box its new config in place (frr-reload.py: only the differences are applied,
+    no daemon restarts): a spine whose downlinks changed because a rack came or went."""
+    config = dict(lab.spec.frr_configs())[node]
+    write_frr_files(lab, node, config)
+    argv = lab.nsenter_box(node) + ["/usr/bin/python3", "/usr/lib/frr/frr-reload.py", "--reload", "--stdout",
+                                    "--log-level", "error", "/etc/frr/frr.conf"]
+    p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False)
+    if p.returncode != 0:
+        raise LabError("node %s: frr-reload.py failed (rc=%d): %s" % (node, p.returncode, redact((p.stderr or p.stdout)[-800:])))
 
 
 def start_daemon(lab, node, daemon):

@@ -84,11 +84,15 @@ def wire(lab):
             run_batch(h["name"], _default_routes(h))
 
 
-def wire_hosts(lab, hosts):
-    """The NIC links of GPU hosts started after the build (an incremental change)."""
+def wire_hosts(lab, hosts, tors=()):
+    """The links of ToRs (to the spines) and GPU hosts started after the build (an incremental change)."""
+    for t in tors:
+        set_sysctls(t, ROUTER_SYSCTLS)
     for h in hosts:
         set_sysctls(h["name"], END_SYSCTLS)
     batch = IpBatch()
+    if tors:
+        _spine_tor_links(lab, batch, set(tors))
     _host_links(lab, batch, hosts)
     batch.run()
     if lab.host_default_route:
@@ -96,12 +100,14 @@ def wire_hosts(lab, hosts):
             run_batch(h["name"], _default_routes(h))
 
 
-def _spine_tor_links(lab, batch):
+def _spine_tor_links(lab, batch, tors=None):
     for s in lab.spec.spines:
         for d in s["downlinks"]:
+            if tors is not None and d["tor"] not in tors:
+                continue
             rack = next(r for r in lab.spec.racks if r["name"] == d["rack"])
             up = next(u for u in rack["tor"]["uplinks"] if u["spine"] == s["name"])
-            veth(lab, s["name"], d["interface"], d["tor"], up["interface"])
+            veth(lab, s["name"], d["interface"], d["tor"], up["interface"], owner=d["tor"])
             for fam in ("ipv6", "ipv4"):
                 if fam in d:
                     batch.address(s["name"], d["interface"], fam, d[fam]["spine"], d[fam]["length"])

@@ -257,6 +257,56 @@ def test_hosts_removed_and_added_in_place(lab, tmp_path):
     assert labsnap.recap(again.stdout, "localhost")["changed"] == "0"
 
 
+def _pids(state):
+    return dict((n, (nd["pid"], nd.get("daemons"))) for n, nd in state["nodes"].items())
+
+
+def test_rack_added_and_removed_in_place(lab, tmp_path):
+    """A rack added to the topology: its ToR box and host are built, the spine gets its new config in
+    place (same daemons), its session to the new ToR comes up; every other node keeps its PIDs and the
+    hosts their kernel state. Removed again: back to the original nodes, spine sessions as before."""
+    import yaml
+    state = labsnap.lab_state()
+    hosts = [n for n, nd in state["nodes"].items() if nd["kind"] == "gpu_host"]
+    before, pids = _node_dumps(state, skip=[n for n in state["nodes"] if n not in hosts]), _pids(state)
+    dummy, data = labsnap.lab_names()
+    racks = data["buildings"][0]["zones"][0]["racks"]
+    racks.append({"id": 3, "name": "lab-r3", "hosts": [{"id": 1, "name": "lab-r3-h1", "nics": 2}]})
+    bigger = tmp_path / "fabric.yml"
+    bigger.write_text(yaml.safe_dump(data))
+    spine = state["nodes"]["lab-spine1"]["pid"]
+    try:
+        out = labsnap.playbook("playbooks/lab.yml", "-e", "lab_topology=%s" % bigger, "-v")
+        assert "ToRs (remove none, add ['lab-r3-tor']), spines reloaded ['lab-spine1']" in out.stdout, out.stdout[-3000:]
+        grown = labsnap.lab_state()
+        assert set(grown["nodes"]) == set(state["nodes"]) | {"lab-r3-tor", "lab-r3-h1"}
+        assert dict((n, p) for n, p in _pids(grown).items() if n in pids) == pids
+        assert _node_dumps(grown, skip=[n for n in grown["nodes"] if n not in hosts]) == before
+        summ = json.loads(labsnap.nsenter(spine, "vtysh", "-c", "show bgp summary json").stdout)
+        peers = summ["ipv6Unicast"]["peers"]
+        assert len(peers) == 3 and all(p["state"] == "Established" for p in peers.values()), peers
+        new_host = grown["nodes"]["lab-r3-h1"]["pid"]
+        for nic_gw in _gateways(bigger, "lab-r3-h1"):
+            assert labsnap.nsenter(new_host, "ping", "-c", "1", "-W", "2", nic_gw, check=False).returncode == 0, nic_gw
+    finally:
+        out = labsnap.playbook("playbooks/lab.yml", "-v")
+    assert "ToRs (remove ['lab-r3-tor'], add none), spines reloaded ['lab-spine1']" in out.stdout, out.stdout[-3000:]
+    back = labsnap.lab_state()
+    assert set(back["nodes"]) == set(state["nodes"]) and _pids(back) == pids
+    assert _node_dumps(back, skip=[n for n in back["nodes"] if n not in hosts]) == before
+    summ = json.loads(labsnap.nsenter(spine, "vtysh", "-c", "show bgp summary json").stdout)
+    assert len(summ["ipv6Unicast"]["peers"]) == 2, summ["ipv6Unicast"]["peers"]
+    assert not [n for n in os.listdir("/run/netns") if "lab-r3" in n]
+
+
+def _gateways(topology_path, host_name):
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import load_yaml
+    topo = load_topology(load_yaml(str(topology_path)), str(topology_path))
+    plan = FabricPlan(topo).allocate()
+    host = next(h for h in topo.hosts if h.name == host_name)
+    return [n["gateway"][fam] for n in plan.host_data(host)["nics"] for fam in ("ipv6", "ipv4")]
+
+
 def test_teardown_leaves_nothing(lab, clean_before):
     dummy, state = lab
     pids = [r["pid"] for r in labsnap.lab_state()["resources"] if r["type"] == "process"]

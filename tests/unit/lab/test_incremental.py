@@ -12,7 +12,8 @@ CHANGED = "topology, plan or templates changed since the build"
 
 def _lab(new_hashes, kinds, hosts):
     spec = types.SimpleNamespace(node_hashes=lambda: dict(new_hashes), node_list=lambda: list(kinds.items()),
-                                 hosts=[{"name": h} for h in hosts])
+                                 hosts=[{"name": h, "rack": "r1"} for h in hosts],
+                                 racks=[{"name": "r1", "tor": {"name": "tor1"}}])
     return types.SimpleNamespace(spec=spec)
 
 
@@ -40,11 +41,34 @@ def test_removed_and_reshaped_hosts():
     assert ch.remove == ["h1", "h2"] and [h["name"] for h in ch.add] == ["h1"]
 
 
-def test_box_change_dead_process_or_old_state_rebuilds():
-    assert incremental.hosts_only(_lab(dict(OLD, tor1="B"), KINDS, ["h1", "h2"]), _data(OLD, KINDS), [CHANGED]) is None
-    new_rack = dict(KINDS, tor2="tor")
-    assert incremental.hosts_only(_lab(dict(OLD, tor2="x"), new_rack, ["h1", "h2"]), _data(OLD, KINDS),
-                                  [CHANGED, "node tor2 missing"]) is None
+def test_rack_added_builds_its_tor_and_hosts_and_reloads_the_spine():
+    kinds = dict(KINDS, tor2="tor", h3="gpu_host")
+    lab = _lab(dict(OLD, s1="A", tor2="x", h3="y"), kinds, ["h1", "h2", "h3"])
+    lab.spec.racks = [{"name": "r1", "tor": {"name": "tor1"}}, {"name": "r2", "tor": {"name": "tor2"}}]
+    lab.spec.hosts = [{"name": "h1", "rack": "r1"}, {"name": "h2", "rack": "r1"}, {"name": "h3", "rack": "r2"}]
+    ch = incremental.hosts_only(lab, _data(OLD, KINDS), [CHANGED, "node tor2 missing", "node h3 missing"])
+    assert ch.add_tors == ["tor2"] and ch.remove_tors == [] and ch.reload_spines == ["s1"]
+    assert [h["name"] for h in ch.add] == ["h3"] and ch.remove == []
+    assert ch.unchanged == ["h1", "h2", "st", "tor1"]
+
+
+def test_changed_tor_takes_its_hosts_with_it():
+    lab = _lab(dict(OLD, tor1="B"), KINDS, ["h1", "h2"])
+    lab.spec.racks = [{"name": "r1", "tor": {"name": "tor1"}}]
+    lab.spec.hosts = [{"name": "h1", "rack": "r1"}, {"name": "h2", "rack": "r1"}]
+    data = _data(OLD, KINDS)
+    for h in ("h1", "h2"):
+        data["nodes"][h]["rack"] = "r1"
+    ch = incremental.hosts_only(lab, data, [CHANGED])
+    assert ch.remove_tors == ["tor1"] == ch.add_tors and ch.remove == ["h1", "h2"]
+    assert [h["name"] for h in ch.add] == ["h1", "h2"]
+
+
+def test_storage_or_spine_set_change_dead_process_or_old_state_rebuilds():
+    assert incremental.hosts_only(_lab(dict(OLD, st="C"), KINDS, ["h1", "h2"]), _data(OLD, KINDS), [CHANGED]) is None
+    more_spines = dict(KINDS, s2="spine")
+    assert incremental.hosts_only(_lab(dict(OLD, s2="x"), more_spines, ["h1", "h2"]), _data(OLD, KINDS),
+                                  [CHANGED, "node s2 missing"]) is None
     lab = _lab(dict(OLD, h1="D"), KINDS, ["h1", "h2"])
     assert incremental.hosts_only(lab, _data(OLD, KINDS), [CHANGED, "process h2/init (pid 9) is gone"]) is None
     no_hashes = _data(OLD, KINDS)
