@@ -35,8 +35,7 @@ def journal_events(path):
                 doc = json.load(f)
         except (OSError, ValueError):
             continue   # being replaced: the next poll reads it
-        for ev in doc.get("events") or []:
-            yield ev
+        yield from doc.get("events") or []
 
 
 def resolve(when, events):
@@ -86,7 +85,7 @@ def do_fault(fault, host, lab, cleanup):
         half = float(fault.get("period", 0.5)) / 2
         out["carrier_changes_before"] = carrier_changes(netns, nic)
         started = time.monotonic()
-        for _ in range(int(fault.get("count", 10))):
+        for dummy in range(int(fault.get("count", 10))):
             subprocess.run(["ip", "-n", netns, "link", "set", nic, "down"], check=True)
             time.sleep(half)
             subprocess.run(["ip", "-n", netns, "link", "set", nic, "up"], check=True)

@@ -325,8 +325,8 @@ def values_sidecars(instances, slots=None):
                                    "until the hold timer, nothing is announced or withdrawn"
                                    % (proc.get("pid"), proc.get("name")))
                 elif proc.get("state") in ("Z", "X"):
-                    reasons.append("process %s (%s) is dead (state %s)" % (proc.get("pid"), proc.get("name"),
-                                                                         proc.get("state")))
+                    reasons.append("process %s (%s) is dead (state %s)"
+                                   % (proc.get("pid"), proc.get("name"), proc.get("state")))
         if reasons:
             bad.append({"slot": int(s), "reasons": reasons})
         else:

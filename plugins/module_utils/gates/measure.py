@@ -52,7 +52,7 @@ def process_chain(pid, proc_root="/proc", depth=2):
         try:
             with open(os.path.join(proc_root, str(int(pid)), "status")) as f:
                 for line in f:
-                    key, _, value = line.partition(":")
+                    key, dummy, value = line.partition(":")
                     fields[key.strip()] = value.strip()
         except (OSError, ValueError):
             out.append({"pid": int(pid), "name": "", "state": "gone"})
