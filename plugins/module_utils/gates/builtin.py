@@ -61,7 +61,8 @@ DEFAULTS = {
         "interval": 0.0, "count": 1, "failure_limit": 0, "success_threshold": None,
     },
     "sidecars": {
-        "description": "every VipInjector sidecar is healthy: sessions up, full allocation announced, guard clean",
+        "description": "every VipInjector sidecar is healthy: sessions up, full allocation announced, guard clean, "
+                       "processes running (not stopped)",
         "success_condition": "healthy == slots and slots > 0",
         "params": {},
         "interval": 1.0, "count": 30, "failure_limit": 29, "success_threshold": 2,
@@ -287,7 +288,8 @@ def values_probe_loss(ping_output=None, transmitted=None, received=None):
 
 def values_sidecars(instances, slots=None):
     """VipInjector status per slot (``vipinjector_status`` ``instances`` or the raw status JSON per
-    slot): healthy = present, every session up, full allocation announced on each, guard clean."""
+    slot): healthy = present, every session up, full allocation announced on each, guard clean, and the helper
+    and its ExaBGP running (``processes`` from the measurement: not stopped, not gone)."""
     instances = instances or {}
     want = [str(s) for s in (slots or sorted(instances, key=int))]
     healthy = 0
@@ -315,6 +317,16 @@ def values_sidecars(instances, slots=None):
                 reasons.append("drained")
             if (st.get("health") or {}).get("up") is False:
                 reasons.append("workload health down")
+            for proc in st.get("processes") or []:
+                if proc.get("state") == "gone":
+                    reasons.append("process %s that wrote the status is gone (stale status file)" % proc.get("pid"))
+                elif proc.get("state") in ("T", "t"):
+                    reasons.append("process %s (%s) stopped (SIGSTOP or traced): its sessions stay Established "
+                                   "until the hold timer, nothing is announced or withdrawn"
+                                   % (proc.get("pid"), proc.get("name")))
+                elif proc.get("state") in ("Z", "X"):
+                    reasons.append("process %s (%s) is dead (state %s)"
+                                   % (proc.get("pid"), proc.get("name"), proc.get("state")))
         if reasons:
             bad.append({"slot": int(s), "reasons": reasons})
         else:

@@ -43,8 +43,31 @@ def frr_input(run, vtysh, what):
     return docs[0] if what == "neighbors" else docs
 
 
-def vipinjector_input(runtime_dir, slots):
-    """Status JSON per slot (``{"1": {...}}``), ``present: false`` where the file is missing."""
+def process_chain(pid, proc_root="/proc", depth=2):
+    """``[{pid, name, state}]`` of ``pid`` and its parents (``depth`` processes at most, never PID 1): the
+    VipInjector helper and the ExaBGP that runs it. A process that does not exist is ``state: gone``."""
+    out = []
+    while pid and int(pid) > 1 and len(out) < depth:
+        fields = {}
+        try:
+            with open(os.path.join(proc_root, str(int(pid)), "status")) as f:
+                for line in f:
+                    key, dummy, value = line.partition(":")
+                    fields[key.strip()] = value.strip()
+        except (OSError, ValueError):
+            out.append({"pid": int(pid), "name": "", "state": "gone"})
+            break
+        state = (fields.get("State") or "?").split()[0]
+        out.append({"pid": int(pid), "name": fields.get("Name", ""), "state": state})
+        pid = fields.get("PPid")
+    return out
+
+
+def vipinjector_input(runtime_dir, slots, proc_root="/proc"):
+    """Status JSON per slot (``{"1": {...}}``), ``present: false`` where the file is missing. A status file
+    is only rewritten on a change, so it cannot tell a hung sidecar from a quiet one: ``processes`` adds the
+    state of the helper that wrote it (its ``pid``) and of its parent ExaBGP (a stopped one, SIGSTOP, keeps
+    its sessions Established on the ToR until the hold timer and its status file says 'up')."""
     out = {}
     for s in slots:
         path = os.path.join(runtime_dir, "slot%d" % int(s), "status.json")
@@ -54,6 +77,8 @@ def vipinjector_input(runtime_dir, slots):
             st["present"] = True
         except (OSError, ValueError) as exc:
             st = {"present": False, "error": str(exc)}
+        if st.get("present") and isinstance(st.get("pid"), int):
+            st["processes"] = process_chain(st["pid"], proc_root)
         out[str(s)] = st
     return out
 

@@ -6,7 +6,9 @@
 - default (fabric mnrd via MULTINIC_MOLECULE_FABRIC): lab build, the staged rollout, idempotence (second
   rollout 0 changed), verify = every gate, teardown;
 - canary_failure (fabric mnrc): fault in a canary host, rollout stops after the canary, before/after dumps of
-  every GPU host identical (asserted in its verify), teardown;
+  every GPU host identical (asserted in its verify); then the faults during a rollout (issue 11): ToR config
+  refused by FRR, host unreachable mid-wave beyond the budget, ToR bgpd killed between canary and fleet, NIC
+  flap storm in a fleet wave, hung sidecar (SIGSTOP), each ending as the policy says (verify_faults.yml); teardown;
 - nic_failure (fabric mnrn): canary passes, a fleet NIC goes down, the fleet wave fails and is rolled back,
   the report names the NIC, teardown.
 
@@ -110,13 +112,21 @@ def test_molecule_default_rollout():
 @pytest.mark.e2e
 def test_molecule_canary_failure():
     """Failing rollouts (ToR phase, canary at -vvv with snapshots and rollback, unreachable host, cancel
-    and rollback from the journal) leave the fabric as it was; no key anywhere."""
+    and rollback from the journal) leave the fabric as it was; the fault cases (ToR config refused, host
+    unreachable mid-wave beyond budget, ToR bgpd killed between canary and fleet, flap storm, hung sidecar)
+    end as the policy says; no key anywhere."""
     work = "/tmp/mnr-molecule-canary_failure"
     shutil.rmtree(work, ignore_errors=True)
     try:
         out = molecule("canary_failure", "mnrc", MULTINIC_KEEP_WORK="1")
         with open(os.path.join(work, "rollout.log")) as f:
             assert "Using module file" in f.read()   # the failing canary's rollout really ran at -vvv
+        # the fault driver really injected every fault (verify_faults.yml asserts what the rollout did)
+        with open(os.path.join(work, "faults-fleet.json")) as f:
+            fleet = json.load(f)
+        assert [x["do"] for x in fleet["faults"]] == ["flap", "sigstop"] and fleet["not_fired"] == [], fleet
+        with open(os.path.join(work, "faults-unreach.json")) as f:
+            assert json.load(f)["faults"][0]["host"] == "mnrc-r1-h1"
         assert_no_key_anywhere(["mnrc-r1-h1", "mnrc-r1-h2", "mnrc-r2-h1", "mnrc-r2-h2", "mnrc-spine1"], work, out)
     finally:
         shutil.rmtree(work, ignore_errors=True)

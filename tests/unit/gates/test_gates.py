@@ -348,3 +348,36 @@ def test_definition_overrides():
     assert d["params"] == {"share_tolerance": 0.05, "min_directions": 2} and d["count"] == 1
     with pytest.raises(engine.MeasurementError, match="unknown built-in gate"):
         builtin.definition("bogus")
+
+
+def _proc(root, pid, name, state, ppid):
+    d = root / str(pid)
+    d.mkdir()
+    (d / "status").write_text("Name:\t%s\nUmask:\t0022\nState:\t%s\nTgid:\t%d\nPid:\t%d\nPPid:\t%d\n"
+                              % (name, state, pid, pid, ppid))
+
+
+def test_sidecar_processes_stopped_or_gone_fail_the_gate(tmp_path):
+    """A SIGSTOPped ExaBGP keeps its sessions Established until the hold timer and its helper's status file
+    says 'up': the gate reads the processes' state from /proc and does not pass on it."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    run = tmp_path / "run"
+    _proc(proc, 40, "exabgp", "S (sleeping)", 1)
+    _proc(proc, 41, "python3", "S (sleeping)", 40)
+    _proc(proc, 50, "exabgp", "T (stopped)", 1)
+    _proc(proc, 51, "python3", "S (sleeping)", 50)
+    for slot, pid in ((1, 41), (2, 51), (3, 99)):
+        (run / ("slot%d" % slot)).mkdir(parents=True)
+        (run / ("slot%d" % slot) / "status.json").write_text(json.dumps(dict(fx("sidecar_up_slot1.json"), pid=pid)))
+    data = measure.vipinjector_input(str(run), [1, 2, 3], proc_root=str(proc))
+    assert [p["state"] for p in data["1"]["processes"]] == ["S", "S"]
+    assert data["2"]["processes"][1] == {"pid": 50, "name": "exabgp", "state": "T"}
+    assert data["3"]["processes"] == [{"pid": 99, "name": "", "state": "gone"}]
+    v = builtin.values_sidecars(data, [1, 2, 3])
+    assert v["healthy"] == 1
+    reasons = dict((d["slot"], " ".join(d["reasons"])) for d in v["detail"])
+    assert "50 (exabgp) stopped" in reasons[2] and "gone" in reasons[3]
+    assert _gate("sidecars", data, slots=[1, 2, 3])["verdict"] == "fail"
+    # the same statuses with every process running pass
+    assert _gate("sidecars", {"1": data["1"]}, slots=[1])["verdict"] == "pass"
