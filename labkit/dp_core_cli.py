@@ -22,7 +22,7 @@ def main():
     try:
         names = dict((int(k), v) for k, v in (req.get("netns_names") or {}).items())
         sp = datapath_spec.build_spec(req["host"], netns_names=names, ebpf=req.get("ebpf", True),
-                                     mptcp=req.get("mptcp", False))
+                                      mptcp=req.get("mptcp", False))
         dp = core.Datapath(sp, core.Options(**req.get("options", {})))
         act = req.get("action", "apply")
         if act in ("apply", "check"):

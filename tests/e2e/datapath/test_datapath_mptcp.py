@@ -95,8 +95,11 @@ def test_mptcp_one_connection_uses_every_nic(fabric, mode):
             label, sorted(fam_addrs - r["local"]), sorted(r["local"]))
         assert r["joins"] == 2 * n, "%s: %d MP_JOIN SYN/ACKs, want %d" % (label, r["joins"], 2 * n)
 
-    # turned off: exact removal, and nothing left to do
+    # turned off: check mode lists the removal and changes nothing; then exact removal, nothing left to do
+    check = host.core("check", ebpf=ebpf, mptcp=False)["changes"]
+    assert len(json.loads(H.sh(["ip", "-n", ns, "-j", "mptcp", "endpoint", "show"]).stdout)) == len(nic_addrs)
     off = host.core("apply", ebpf=ebpf, mptcp=False)["changes"]
+    assert off == check, "check mode listed %s, the run did %s" % (check, off)
     assert any(c.startswith("delete mptcp endpoint") for c in off) and \
         any(c.startswith("mptcp settings in %s restored" % ns) for c in off), off
     assert host.core("apply", ebpf=ebpf, mptcp=False)["changes"] == []
