@@ -2,7 +2,7 @@
 """Test-only entry point: run the datapath core in the current (host) network namespace.
 
 usage: nsenter --net=/run/netns/<host> python labkit/dp_core_cli.py REQUEST.json
-REQUEST: {"host": host_data, "netns_names": {slot: name}, "ebpf": bool, "options": {...},
+REQUEST: {"host": host_data, "netns_names": {slot: name}, "ebpf": bool, "mptcp": bool, "options": {...},
           "action": "apply"|"check"|"remove"|"remove-check"}
 Prints {"changes": [...], "log": [...]} or {"error": "..."} (exit 2).
 """
@@ -21,7 +21,8 @@ def main():
         req = json.load(f)
     try:
         names = dict((int(k), v) for k, v in (req.get("netns_names") or {}).items())
-        sp = datapath_spec.build_spec(req["host"], netns_names=names, ebpf=req.get("ebpf", True))
+        sp = datapath_spec.build_spec(req["host"], netns_names=names, ebpf=req.get("ebpf", True),
+                                      mptcp=req.get("mptcp", False))
         dp = core.Datapath(sp, core.Options(**req.get("options", {})))
         act = req.get("action", "apply")
         if act in ("apply", "check"):

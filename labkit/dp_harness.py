@@ -73,9 +73,9 @@ class Host(object):
         o.update(kw)
         return o
 
-    def core(self, action="apply", ebpf=True, host=None, check=True, **opts):
+    def core(self, action="apply", ebpf=True, host=None, check=True, mptcp=False, **opts):
         req = {"host": self.data if host is None else host, "netns_names": self.netns_names, "ebpf": ebpf,
-               "options": self.options(**opts), "action": action}
+               "mptcp": mptcp, "options": self.options(**opts), "action": action}
         path = os.path.join(self.dir, "req.json")
         with open(path, "w") as f:
             json.dump(req, f)
@@ -225,12 +225,24 @@ class Fabric(object):
         self.procs.append(p)
         return p
 
-    def iperf_server(self, ns, port):
+    def iperf_server(self, ns, port, mptcp=False):
         # --json: the client's --get-server-output then carries the server's own intervals (receiver_view);
         # its own stdout is not read (a full pipe would block the server before it exits)
-        p = self.spawn(ns, ["iperf3", "-s", "-p", str(port), "-1", "--json"], stdout=subprocess.DEVNULL)
+        # mptcp: an unmodified iperf3 made MPTCP-capable by mptcpize (iperf3 3.12 has no --mptcp)
+        argv = ["iperf3", "-s", "-p", str(port), "-1", "--json"]
+        p = self.spawn(ns, (["mptcpize", "run"] if mptcp else []) + argv, stdout=subprocess.DEVNULL)
         time.sleep(0.3)
         return p
+
+    def mptcp_storage(self, subflows=8):
+        """The storage node as an MPTCP peer: it accepts up to ``subflows`` joined subflows per connection
+        (the kernel's default limit, 2, would refuse the joins of a 4-NIC host). It has one address, so it
+        announces none (no ``signal`` endpoint). Returns the limits as the kernel reports them."""
+        if not shutil.which("mptcpize"):
+            raise RuntimeError("mptcpize not found (Debian package mptcpize; scripts/setup.sh installs it)")
+        sysctl(self.sto, {"net.mptcp.enabled": 1})
+        sh(["ip", "-n", self.sto, "mptcp", "limits", "set", "subflows", str(subflows), "add_addr_accepted", "0"])
+        return sh(["ip", "-n", self.sto, "mptcp", "limits", "show"]).stdout.strip()
 
     def close(self):
         for h in self.hosts:

@@ -10,7 +10,7 @@ cd "$here"
 apt_packages=(
   python3 python3-venv python3-dev gcc git rsync jq
   iproute2 nftables iputils-ping procps util-linux psmisc
-  frr frr-pythontools iperf3 debootstrap
+  frr frr-pythontools iperf3 debootstrap mptcpize
   clang llvm libbpf-dev bpftool
 )
 

@@ -39,6 +39,19 @@ options:
     description: Use the eBPF tc programs; false selects plain kernel forwarding.
     type: bool
     default: true
+  mptcp:
+    description:
+      - MPTCP mode. In every slot namespace MPTCP is enabled with the in-kernel path manager, one
+        C(subflow) endpoint per container address (per NIC and family), limits C(subflows) = NIC count
+        and C(add_addr_accepted) 0, and a source rule and table per NIC so the subflow of NIC k's
+        address leaves on NIC k, in both datapath modes.
+      - Applications use it unmodified through C(mptcpize run CMD); the peer must be MPTCP-capable
+        (plain TCP peers fall back to one TCP path). At most 8 endpoints per namespace (NIC count x
+        address families) and 8 NICs.
+      - Set to false on a present datapath, the endpoints, rules and tables are removed and the
+        limits and sysctls recorded before the first change are restored.
+    type: bool
+    default: false
   bpf_object:
     description: Compiled object on the host (required when I(ebpf=true)).
     type: path
@@ -84,6 +97,12 @@ EXAMPLES = r"""
     host: "{{ multinic_host }}"
     bpf_object: /usr/lib/netscale-multinic/bpf/multinic_datapath.o
 
+- name: The same with one MPTCP subflow per NIC in every slot (applications run under mptcpize)
+  netscale.multinic.multinic_datapath:
+    host: "{{ multinic_host }}"
+    bpf_object: /usr/lib/netscale-multinic/bpf/multinic_datapath.o
+    mptcp: true
+
 - name: Remove it again
   netscale.multinic.multinic_datapath:
     host: "{{ multinic_host }}"
@@ -117,6 +136,7 @@ def main():
             host=dict(type="dict"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             ebpf=dict(type="bool", default=True),
+            mptcp=dict(type="bool", default=False),
             bpf_object=dict(type="path"),
             nic_pattern=dict(type="str"),
             manage_nic_addresses=dict(type="bool", default=True),
@@ -139,7 +159,7 @@ def main():
                 module.exit_json(changed=False, changes=[], mode="absent")
             changes = dp.remove(check_mode=module.check_mode)
         else:
-            sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"])
+            sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"], mptcp=p["mptcp"])
             dp = core.Datapath(sp, opts)
             changes = dp.apply(check_mode=module.check_mode)
     except MultinicError as e:

@@ -29,6 +29,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.datapath import 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bpf as datapath_bpf
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import desired
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import mptcp
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import record
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import run as datapath_run
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as datapath_spec
@@ -195,7 +196,7 @@ class Datapath(object):
             if fresh or not self.live.route_present(route, netns):
                 changes.append(Change(desired.route_description(route, netns),
                                       lambda rt=route, n=netns: self.runner.ip(desired.route_command(rt), n)))
-        return changes
+        return changes + mptcp.plan_slot(self, slot, fresh, Change)
 
     def _plan_slot_namespace(self, netns, fresh):
         changes = []

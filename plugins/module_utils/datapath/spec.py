@@ -132,11 +132,12 @@ def _addr(block, family, field, path):
     return str(value)
 
 
-def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pref=RULE_PREF_MAIN):
+def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pref=RULE_PREF_MAIN, mptcp=False):
     """Turn the planner's host_data into the datapath spec.
 
     netns_names: optional {slot_number: netns_name} override (tests run several simulated hosts
     in one machine namespace and need unique names); production uses the plan's names.
+    mptcp: MPTCP mode, one subflow per NIC in every slot (datapath/mptcp.py).
     """
     if not host or not isinstance(host, dict):
         raise DatapathInputError("multinic_host: the plan has no entry for this host (got %r). Fix: add "
@@ -204,6 +205,7 @@ def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pr
     return {
         "host": host["name"],
         "ebpf": bool(ebpf),
+        "mptcp": bool(mptcp),
         "families": sorted(families),
         "nics": nics,
         "slots": slots,

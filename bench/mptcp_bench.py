@@ -1,0 +1,108 @@
+# -*- coding: utf-8 -*-
+"""MPTCP mode vs plain TCP on the 4-NIC host (needs root; own namespaces with prefix mnp, removed at the end).
+
+Lab: labkit/dp_harness (4 host NICs and the ToR ports shaped by tbf to 200 Mbit/s, the storage node as an
+MPTCP peer), host lab-r1-h2 deployed by the datapath core with ``mptcp: true`` (eBPF mode by default).
+Per repetition and direction (egress = container -> storage, ingress = iperf3 -R), the rows in turn
+(interleaved so drift hits every row alike), IPv4:
+  tcp1   one plain TCP connection (ECMP-hashed onto one NIC: the one-NIC reference)
+  mptcp1 one connection under ``mptcpize run`` (one subflow per NIC)
+  tcp8 / mptcp8, tcp32 / mptcp32: 8 and 32 parallel connections (iperf3 -P).
+Figures: receiver's Mbit/s (iperf3 sum_received), per-NIC byte shares (host NIC counters), ratio to
+the median of tcp1 in the same direction. Prints a table and writes JSON; asserts nothing.
+usage: bench/mptcp_bench.py [--runs 10] [--seconds 4] [--rows tcp1,mptcp1,tcp8,mptcp8,tcp32,mptcp32]
+       [--mode ebpf|kernel] [--json FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from labkit import dp_harness as H  # noqa: E402
+
+HOST = "lab-r1-h2"
+ROWS = ("tcp1", "mptcp1", "tcp8", "mptcp8", "tcp32", "mptcp32")
+
+
+def one(fab, host, row, reverse, seconds, port):
+    mptcp = row.startswith("mptcp")
+    flows = int(row[5:] if mptcp else row[3:])
+    direction = "rx" if reverse else "tx"
+    srv = fab.iperf_server(fab.sto, port, mptcp=mptcp)
+    b0 = host.nic_bytes(direction)
+    argv = ["iperf3", "-c", H.STO4, "-p", str(port), "-P", str(flows), "-t", str(seconds), "--json"]
+    argv = (["mptcpize", "run"] if mptcp else []) + argv + (["-R"] if reverse else [])
+    cli = fab.spawn(host.slot_ns(1), argv)
+    out, dummy = cli.communicate(timeout=seconds + 40)
+    srv.wait(10)
+    shares, dummy = H.shares(b0, host.nic_bytes(direction))
+    res = json.loads(out)
+    if "error" in res:
+        raise RuntimeError("%s: %s" % (row, res["error"]))
+    return {"mbps": res["end"]["sum_received"]["bits_per_second"] / 1e6,
+            "shares": dict((k, round(v, 4)) for k, v in sorted(shares.items()))}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--rows", default=",".join(ROWS))
+    ap.add_argument("--mode", choices=["ebpf", "kernel"], default="ebpf")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    rows = args.rows.split(",")
+    fab = H.Fabric(hosts=(HOST,), tbf="200mbit", prefix="mnp")
+    results = {"host": HOST, "mode": args.mode, "runs": args.runs, "seconds": args.seconds, "tbf": "200mbit",
+               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_start": os.getloadavg()[0],
+               "samples": dict(("%s/%s" % (d, r), []) for d in ("egress", "ingress") for r in rows)}
+    try:
+        host = fab.host(HOST)
+        host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True)
+        assert host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True)["changes"] == []
+        fab.mptcp_storage()
+        port = 5400
+        for i in range(args.runs):
+            for reverse in (False, True):
+                order = rows if (i % 2 == 0) else list(reversed(rows))
+                for row in order:
+                    port += 1
+                    r = one(fab, host, row, reverse, args.seconds, port)
+                    results["samples"]["%s/%s" % ("ingress" if reverse else "egress", row)].append(r)
+                    print("run %d %s %s: %.0f Mbit/s shares %s" % (i + 1, "ingress" if reverse else "egress", row,
+                                                                   r["mbps"], r["shares"]), flush=True)
+    finally:
+        fab.close()
+    results["load_end"] = os.getloadavg()[0]
+    summary = {}
+    for d in ("egress", "ingress"):
+        ref = statistics.median(s["mbps"] for s in results["samples"]["%s/tcp1" % d]) if "tcp1" in rows else None
+        for row in rows:
+            ss = results["samples"]["%s/%s" % (d, row)]
+            v = sorted(s["mbps"] for s in ss)
+            nics = sorted(ss[0]["shares"])
+            mean_sh = dict((n, statistics.mean(s["shares"][n] for s in ss)) for n in nics)
+            summary["%s/%s" % (d, row)] = {
+                "median": statistics.median(v), "min": v[0], "max": v[-1],
+                "ratio": (statistics.median(v) / ref) if ref else None,
+                "ratio_min": (v[0] / ref) if ref else None,
+                "shares_mean": dict((n, round(x, 3)) for n, x in mean_sh.items())}
+    results["summary"] = summary
+    print("\n| direction | row | Mbit/s median (min-max) | x one NIC (min) | mean NIC shares |")
+    print("|---|---|---|---|---|")
+    for key, s in summary.items():
+        d, row = key.split("/")
+        print("| %s | %s | %.0f (%.0f-%.0f) | %s | %s |" % (
+            d, row, s["median"], s["min"], s["max"],
+            ("%.2f× (%.2f×)" % (s["ratio"], s["ratio_min"])) if s["ratio"] else "-",
+            "/".join("%.0f" % (100 * x) for x in s["shares_mean"].values()) + " %"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+# -*- coding: utf-8 -*-
+"""Unit tests of the MPTCP mode (datapath/mptcp.py): desired objects, limits, and the plan against a
+fake namespace (on, second run, replace, off with exact restore, bad input)."""
+import copy
+import json
+import types
+
+import pytest
+import yaml
+
+from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, mptcp as M, run as R
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as S
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath.live import LiveView
+
+
+@pytest.fixture(scope="module")
+def plan():
+    with open("inventories/lab/fabric.yml") as f:
+        topo = load_topology(yaml.safe_load(f))
+    p = FabricPlan(topo).allocate()
+    return dict((h.name, p.host_data(h)) for h in topo.hosts)
+
+
+class FakeNetns(object):
+    """The MPTCP-relevant state of one slot namespace, driven through the runner interface."""
+
+    def __init__(self):
+        self.limits = {"subflows": 2, "add_addr_accepted": 0}
+        self.sysctl = {"net.mptcp.enabled": "0", "net.mptcp.pm_type": "0"}
+        self.endpoints = {}   # address -> {"id", "dev", "flags"}
+        self.rules = set()    # (family, pref, src/len, table)
+        self.routes = {}      # (family, table) -> [ip -j route entries]
+        self.log = []
+
+    # runner interface
+    def read(self, argv, check=True):
+        out = ""
+        if argv[-3:] == ["mptcp", "limits", "show"]:
+            out = "add_addr_accepted %(add_addr_accepted)d subflows %(subflows)d \n" % self.limits
+        elif argv[-3:] == ["mptcp", "endpoint", "show"]:
+            out = json.dumps([dict([("address", a), ("id", e["id"]), ("dev", e["dev"])] +
+                                   [(f, True) for f in e["flags"]]) for a, e in self.endpoints.items()])
+        elif argv[0] == "nsenter":
+            out = "".join("%s = %s\n" % (k, self.sysctl[k]) for k in argv[4:] if k in self.sysctl)
+        return types.SimpleNamespace(stdout=out, stderr="", returncode=0)
+
+    def ip_json(self, args, netns=None):
+        f = int(args[0][1:])
+        if args[1] == "rule":
+            return [{"priority": p, "src": src.split("/")[0], "srclen": int(src.split("/")[1]), "table": t}
+                    for (fam, p, src, t) in sorted(self.rules) if fam == f]
+        if args[1] == "route":
+            return self.routes.get((f, int(args[-1])), [])
+        return []
+
+    def ip(self, args, netns=None, check=True):
+        self.log.append(" ".join(args))
+        if args[:3] == ["mptcp", "limits", "set"]:
+            self.limits = {"subflows": int(args[4]), "add_addr_accepted": int(args[6])}
+        elif args[:3] == ["mptcp", "endpoint", "add"]:
+            ids = [e["id"] for e in self.endpoints.values()]
+            self.endpoints[args[3]] = {"id": max(ids + [0]) + 1, "dev": args[5], "flags": tuple(sorted(args[6:]))}
+        elif args[:3] == ["mptcp", "endpoint", "delete"]:
+            self.endpoints = dict((a, e) for a, e in self.endpoints.items() if str(e["id"]) != args[4])
+        elif args[1] == "rule":
+            rule = (int(args[0][1:]), int(args[4]), args[6], args[8])
+            (self.rules.add if args[2] == "add" else self.rules.discard)(rule)
+        elif args[1:3] == ["route", "replace"]:
+            f, table = int(args[0][1:]), int(args[5])
+            self.routes[(f, table)] = [{"dst": "default", "gateway": args[args.index("via") + 1],
+                                        "dev": args[args.index("dev") + 1], "prefsrc": args[args.index("src") + 1],
+                                        "flags": ["onlink"] if "onlink" in args else []}]
+        elif args[1:3] == ["route", "flush"]:
+            self.routes.pop((int(args[0][1:]), int(args[4])), None)
+        return types.SimpleNamespace(stdout="", stderr="", returncode=0)
+
+
+@pytest.fixture
+def kernel(monkeypatch):
+    """A kernel with MPTCP; netns sysctl writes go to the fake namespace."""
+    ns = FakeNetns()
+    monkeypatch.setattr(R, "sysctl_get", lambda key: "1" if key == "net.mptcp.enabled" else None)
+    monkeypatch.setattr(R, "netns_exists", lambda name: True)
+
+    def netns_set(runner, netns, pairs):
+        runner.log.append("sysctl " + " ".join("%s=%s" % p for p in pairs))
+        runner.sysctl.update(dict(pairs))
+    monkeypatch.setattr(R, "netns_sysctl_set", netns_set)
+    return ns
+
+
+def fake_dp(spec, ns):
+    dp = types.SimpleNamespace(spec=spec, runner=ns, live=LiveView(ns), state={"version": 1})
+    dp._save_state = lambda: None
+    return dp
+
+
+def run_plan(dp, slot, fresh=False):
+    dp.live.forget()
+    changes = M.plan_slot(dp, slot, fresh, core.Change)
+    for c in changes:
+        c.fn()
+    return [c.desc for c in changes]
+
+
+def test_desired_objects_four_nics(plan):
+    sp = S.build_spec(plan["lab-r1-h2"], mptcp=True)
+    assert sp["mptcp"] is True and S.build_spec(plan["lab-r1-h2"])["mptcp"] is False
+    slot = sp["slots"][0]
+    eps = M.endpoints(sp, slot)
+    assert len(eps) == 8 and [d for a, d in eps] == ["eth0", "eth0", "eth1", "eth1", "eth2", "eth2", "eth3", "eth3"]
+    assert set(a for a, d in eps) == set(sn[f] for sn in slot["nics"] for f in ("ipv4", "ipv6"))
+    rules = M.rules(sp, slot)
+    assert (4, 1000, slot["nics"][2]["ipv4"] + "/32", "1102") in rules
+    assert (6, 1000, slot["nics"][3]["ipv6"] + "/128", "1103") in rules
+    routes = M.routes(sp, slot)
+    assert (4, 1101, "default", [("169.254.1.1", "eth1", True)], slot["nics"][1]["ipv4"], None) in routes
+    assert (6, 1100, "default", [("fe80::1", "eth0", False)], slot["nics"][0]["ipv6"], None) in routes
+    assert M.limits(sp) == {"subflows": 4, "add_addr_accepted": 0}
+    assert M.parse_limits("add_addr_accepted 3 subflows 5 \n") == {"add_addr_accepted": 3, "subflows": 5}
+
+
+def _grown(host, nics):
+    h = copy.deepcopy(host)
+    for i in range(len(h["nics"]), nics):
+        n = copy.deepcopy(h["nics"][-1])
+        n["index"], n["name"] = i, "eth%d" % i
+        h["nics"].append(n)
+        for s in h["slots"]:
+            sn = copy.deepcopy(s["nics"][-1])
+            sn["index"] = i
+            s["nics"].append(sn)
+    return h
+
+
+def test_too_many_endpoints_or_subflows(plan, kernel):
+    sp = S.build_spec(_grown(plan["lab-r1-h2"], 5), ebpf=False, mptcp=True)
+    with pytest.raises(S.DatapathInputError, match=r"5 NICs x 2 address families = 10 MPTCP endpoints.*host_datapath_mptcp: false"):
+        M.plan_slot(fake_dp(sp, kernel), sp["slots"][0], False, core.Change)
+    sp = S.build_spec(_grown(plan["lab-r1-h2"], 9), ebpf=False, mptcp=True)
+    with pytest.raises(S.DatapathInputError, match="has 9 NICs; MPTCP mode allows at most 8 subflows"):
+        M.plan_slot(fake_dp(sp, kernel), sp["slots"][0], False, core.Change)
+    assert kernel.log == [], "nothing changed"
+
+
+def test_kernel_without_mptcp(plan, kernel, monkeypatch):
+    monkeypatch.setattr(R, "sysctl_get", lambda key: None)
+    sp = S.build_spec(plan["lab-r1-h1"], mptcp=True)
+    with pytest.raises(S.DatapathInputError, match="no MPTCP.*CONFIG_MPTCP"):
+        M.plan_slot(fake_dp(sp, kernel), sp["slots"][0], False, core.Change)
+
+
+def test_on_second_run_off_exact(plan, kernel):
+    host = plan["lab-r1-h1"]
+    on = S.build_spec(host, mptcp=True)
+    slot = on["slots"][0]
+    dp = fake_dp(on, kernel)
+    before = (dict(kernel.limits), dict(kernel.sysctl))
+    desc = run_plan(dp, slot)
+    assert desc[0] == "mptcp sysctls in mn-slot1: net.mptcp.enabled=1"
+    assert not any(d.startswith("mptcp limits") for d in desc), "2 NICs: the default limits already fit"
+    assert sum(d.startswith("mptcp endpoint ") for d in desc) == 4
+    assert sum(d.startswith("rule in mn-slot1: from ") for d in desc) == 4
+    assert sum(d.startswith("route in mn-slot1 default table 110") for d in desc) == 4
+    assert kernel.sysctl["net.mptcp.enabled"] == "1"
+    assert all(e["flags"] == ("subflow",) for e in kernel.endpoints.values())
+    assert dp.state["mptcp"] == {"mn-slot1": {"sysctl": {"net.mptcp.enabled": "0", "net.mptcp.pm_type": "0"}}}
+    assert run_plan(dp, slot) == [], "second run changes nothing"
+    # an endpoint changed by hand is replaced
+    addr = slot["nics"][1]["ipv4"]
+    kernel.endpoints[addr]["flags"] = ("fullmesh", "subflow")
+    desc = run_plan(dp, slot)
+    assert desc == ["mptcp endpoint %s dev eth1 subflow in mn-slot1 (replaces id %d dev eth1 fullmesh subflow)"
+                    % (addr, 3)]
+    assert kernel.endpoints[addr]["flags"] == ("subflow",)
+    # turned off: everything removed, previous values back, record gone; then nothing more to do
+    dp.spec = S.build_spec(host)
+    desc = run_plan(dp, slot)
+    assert sum(d.startswith("delete mptcp endpoint") for d in desc) == 4
+    assert sum(d.startswith("delete rule in mn-slot1") for d in desc) == 4
+    assert sum(d.startswith("flush table") for d in desc) == 4
+    assert desc[-1].startswith("mptcp settings in mn-slot1 restored")
+    assert (kernel.endpoints, kernel.rules, kernel.routes) == ({}, set(), {})
+    assert (kernel.limits, kernel.sysctl) == before
+    assert "mptcp" not in dp.state
+    assert run_plan(dp, slot) == []
+
+
+def test_limits_recorded_before_change(plan, kernel):
+    kernel.limits = {"subflows": 3, "add_addr_accepted": 1}
+    sp = S.build_spec(plan["lab-r1-h2"], mptcp=True)
+    dp = fake_dp(sp, kernel)
+    desc = run_plan(dp, sp["slots"][0])
+    assert "mptcp limits in mn-slot1: subflows 4 add_addr_accepted 0 (was subflows 3 add_addr_accepted 1)" in desc
+    assert dp.state["mptcp"]["mn-slot1"]["limits"] == {"subflows": 3, "add_addr_accepted": 1}
+    dp.spec = S.build_spec(plan["lab-r1-h2"])
+    desc = run_plan(dp, sp["slots"][0])
+    assert desc[-1] == ("mptcp settings in mn-slot1 restored: limits subflows 3 add_addr_accepted 1, "
+                        "net.mptcp.enabled=0")
+    assert kernel.limits == {"subflows": 3, "add_addr_accepted": 1}
+
+
+def test_fresh_namespace_check_mode_lists_everything(plan, kernel):
+    sp = S.build_spec(plan["lab-r1-h2"], mptcp=True)
+    changes = M.plan_slot(fake_dp(sp, kernel), sp["slots"][1], True, core.Change)
+    desc = [c.desc for c in changes]
+    assert len(desc) == 1 + 1 + 8 + 8 + 8 and kernel.log == []
+    assert M.plan_slot(fake_dp(S.build_spec(plan["lab-r1-h2"]), kernel), sp["slots"][1], True, core.Change) == []
