@@ -240,6 +240,55 @@ def test_sidecar_killed_restarts(stack):
     assert pid1 > 0 and pid1 != pid0 and restarts1 == restarts0 + 1
 
 
+def _journal_count(lab, host, unit, text):
+    p = lab.x(host, ["journalctl", "-u", unit, "-o", "cat", "--no-pager"], check=False)
+    return p.stdout.count(text)
+
+
+def test_sidecar_hung_watchdog_restarts(stack):
+    """SIGSTOP on the sidecar's ExaBGP (issue 12 item 3): the helper's watchdog sees its acks stop and
+    SIGKILLs it, the kernel closes the sessions, the ToR drops the task routes; systemd restarts the unit
+    and the routes come back. Without the watchdog the stopped process would stay (MainPID unchanged, no
+    restart) and the ToR would keep the routes until the hold timer. Times are printed (bench:
+    bench/vipinjector_hang.py), not asserted."""
+    lab, unit = stack.lab, "netscale-vipinjector@1.service"
+    n = len(lab.nics(SIDE_HOST))
+    lab.wait_width(SIDE_HOST, n, timeout=30)
+    pid0 = int(_unit_prop(lab, SIDE_HOST, unit, "MainPID"))
+    restarts0 = int(_unit_prop(lab, SIDE_HOST, unit, "NRestarts"))
+    fired0 = _journal_count(lab, SIDE_HOST, unit, "watchdog: ExaBGP")
+    assert pid0 > 0
+    t0 = time.monotonic()
+    lab.x(SIDE_HOST, ["kill", "-STOP", str(pid0)])
+    try:
+        lab.wait_width(SIDE_HOST, 0, timeout=15)
+        gone = time.monotonic() - t0
+        back = lab.wait_width(SIDE_HOST, n, timeout=30) + gone
+    finally:
+        # cleanup by PID: if the stopped process is still there, wake and kill it (systemd restarts the unit)
+        if lab.x(SIDE_HOST, ["kill", "-0", str(pid0)], check=False).returncode == 0:
+            lab.x(SIDE_HOST, ["kill", "-CONT", str(pid0)], check=False)
+            lab.x(SIDE_HOST, ["kill", "-KILL", str(pid0)], check=False)
+    assert lab.x(SIDE_HOST, ["kill", "-0", str(pid0)], check=False).returncode != 0, "the stopped ExaBGP is still there"
+    pid1 = int(_unit_prop(lab, SIDE_HOST, unit, "MainPID"))
+    restarts1 = int(_unit_prop(lab, SIDE_HOST, unit, "NRestarts"))
+    assert pid1 > 0 and pid1 != pid0 and restarts1 == restarts0 + 1, (pid0, pid1, restarts0, restarts1)
+    fired = 0
+    for dummy in range(20):  # journald may lag a little behind the unit
+        fired = _journal_count(lab, SIDE_HOST, unit, "watchdog: ExaBGP") - fired0
+        if fired:
+            break
+        time.sleep(0.1)
+    assert fired == 1, "the helper's watchdog did not log the kill (%d lines)" % fired
+    cidrs = {lab.task_ip(SIDE_HOST, "ipv4") + "/32": n, lab.task_ip(SIDE_HOST, "ipv6") + "/128": n}
+    facts = M.adhoc(lab.tor_of(SIDE_HOST), "netscale.multinic.frr_facts", {"prefixes": sorted(cidrs)})
+    assert facts["ecmp"] == cidrs, facts.get("ecmp")
+    host_sessions = [s for name, s in facts["sessions"].items() if name.startswith("HOST-")]
+    assert host_sessions and all(s["established"] == s["total"] for s in host_sessions), facts["sessions"]
+    print("SIGSTOP: routes gone after %.2f s (watchdog SIGKILL), back at full width %.2f s after the stop "
+          "(restarts %d -> %d)" % (gone, back, restarts0, restarts1))
+
+
 def _ping_task_ip(lab, host, fam):
     tip = lab.task_ip(host, fam)
     return M.sh(["nsenter", "--net=/run/netns/%s" % lab.netns("mns-storage"), "--", "ping", "-c", "3", "-i", "0.2",
