@@ -32,7 +32,8 @@ DEFAULTS = {
     # passive: wait for the ToR's control packets before sending (the ToR starts the session)
     "passive": False,
     "config_dir": "/etc/netscale-vipinjector",
-    "runtime_dir": "/run/netscale-vipinjector",
+    # not under the sidecar's runtime directory: systemd removes that one whenever the sidecar stops
+    "runtime_dir": "/run/netscale-vipinjector-bfd",
 }
 
 
@@ -68,7 +69,7 @@ def merge_options(options):
 def instance_paths(options, slot):
     name = "slot%d" % int(slot)
     cdir = os.path.join(options["config_dir"], name, "bfd")
-    rdir = os.path.join(options["runtime_dir"], name, "bfd")
+    rdir = os.path.join(options["runtime_dir"], name)
     return {
         "config_dir": cdir,
         "zebra_conf": os.path.join(cdir, "zebra.conf"),
@@ -131,8 +132,8 @@ def render_bfdd_conf(host, slot, o, session_family="auto"):
             head = " peer %s multihop local-address %s" % (p["peer"], p["local"])
         else:
             head = " peer %s local-address %s interface %s" % (p["peer"], p["local"], p["interface"])
-        lines += [head, "  description nic%d %s" % (p["nic"], p["interface"]), "  profile %s" % o["profile"], " exit",
-                  " !"]
+        lines += [" ! nic%d %s: BGP session %s -> %s" % (p["nic"], p["interface"], p["local"], p["peer"]),
+                  head, "  profile %s" % o["profile"], " exit", " !"]
     lines += ["exit", "!", ""]
     return "\n".join(lines)
 
