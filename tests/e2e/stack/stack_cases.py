@@ -213,6 +213,30 @@ def test_nic_failure(stack, kind):
         assert abs(sh["eth1"] - 0.25) <= 0.05, "%s: eth1 share %.3f after recovery (%s)" % (label, sh["eth1"], sh)
 
 
+def test_bfd_up_on_every_host_session(stack):
+    """BFD on every host session (issue 12 item 1): on each ToR, every BGP neighbor of a deployed host (one per
+    slot and NIC) has a BFD peer Up against the responder beside its sidecar, single hop, same addresses, the
+    profile's 100 ms x 3 on both ends."""
+    lab = stack.lab
+    for tor in stack.tors:
+        peers = dict((p["peer"], p) for p in json.loads(lab.x(tor, ["vtysh", "-c", "show bfd peers json"]).stdout))
+        want = {}
+        for h in stack.hosts:
+            if lab.tor_of(h) != tor:
+                continue
+            for s in lab.hosts[h]["slots"]:
+                for n in s["nics"]:
+                    want[n["address"]["ipv6"]] = lab.hosts[h]["nics"][n["index"]]["gateway"]["ipv6"]
+        got = dict((a, (peers.get(a, {}).get("status"), peers.get(a, {}).get("local"), peers.get(a, {}).get("multihop")))
+                   for a in want)
+        assert got == dict((a, ("up", gw, False)) for a, gw in want.items()), "%s BFD peers: %s" % (tor, got)
+        for a in want:
+            p = peers[a]
+            assert (p["receive-interval"], p["transmit-interval"], p["detect-multiplier"], p["remote-receive-interval"],
+                    p["remote-detect-multiplier"]) == (100, 100, 3, 100, 3), p
+        print("%s: %d host BFD sessions up" % (tor, len(want)))
+
+
 # ---- sidecar lifecycle (issue 6) ---------------------------------------------------------------
 SIDE_HOST = "mns-r1-h2"
 
