@@ -97,7 +97,7 @@ def run(runs, watchdog=True):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--no-watchdog", action="store_true")
     a = ap.parse_args()

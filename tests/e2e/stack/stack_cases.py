@@ -5,6 +5,7 @@
 Assertions are on observed state: ToR kernel FIB (`ip -j route`), frr_facts, NIC byte counters,
 iperf3 per-stream 0.2 s intervals, systemd properties, before/after dumps of the hosts.
 """
+import json
 import os
 import threading
 import time

@@ -105,4 +105,3 @@ def test_bfd_up_on_every_session_and_silent_loss_drops_that_next_hop(hb):
     assert _wait(tor_up, 20), h.bfd_peers()
     h.wait_width(v4, 4, timeout=20)
     h.wait_width(v6, 4, timeout=5)
-

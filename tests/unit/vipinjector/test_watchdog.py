@@ -79,8 +79,8 @@ def test_unacked_announcement_counts_too(host, monkeypatch):
     h, out = _helper(host)
     monkeypatch.setattr(os, "kill", lambda pid, sig: None)
     h.first_ack = True
-    h.send(h.core.reconcile() or ["neighbor %s withdraw route %s" % (next(iter(h.alloc.sessions)),
-                                                                       h.alloc.prefixes[0])])
+    peer = next(iter(h.alloc.sessions))
+    h.send(h.core.reconcile() or ["neighbor %s withdraw route %s" % (peer, h.alloc.prefixes[0])])
     assert h.unacked
     t0 = h.unacked[0]
     assert h.watchdog(t0 + 0.5) is not None
