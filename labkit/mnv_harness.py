@@ -59,6 +59,22 @@ def lab_host(name="lab-r1-h2"):
     raise KeyError(name)
 
 
+def split_bfd_block(text):
+    """(text without its top-level ``bfd`` block, ``frr defaults`` + that block) of an FRR config."""
+    rest, block, inside = [], [], False
+    for line in text.splitlines():
+        if line == "bfd":
+            inside = True
+        if inside:
+            block.append(line)
+            if line == "exit":
+                inside = False
+            continue
+        rest.append(line)
+    head = [ln for ln in rest if ln.startswith("frr defaults")]
+    return "\n".join(rest) + "\n", "\n".join(head + block) + "\n"
+
+
 class Harness(object):
     def __init__(self, host="lab-r1-h2", slots=(1,), ttl_mode="gtsm", md5=None, tag=None, prefix="mnv",
                  tor_sysctls=None, bridge=None):
@@ -175,17 +191,61 @@ class Harness(object):
         lines.append("!")
         return "\n".join(lines) + "\n"
 
-    def policy_config(self):
+    def policy_config(self, **options):
         """The ToR-policy agent's rendered FRR config for this host's rack (tor_policy.py), with
-        the interface section left out (the harness addresses the ports itself)."""
+        the interface section left out (the harness addresses the ports itself); ``options``: more
+        policy options (e.g. bfd={"enabled": True})."""
         from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
         topo, plan = lab_plan()
         tor = self.host["tor"]
         keys = {self.host["name"]: self.md5} if self.md5 else {}
-        out = tor_policy.build_fabric_configs(plan, {"render_interfaces": False}, keys, devices=[tor])
+        out = tor_policy.build_fabric_configs(plan, dict({"render_interfaces": False}, **options), keys, devices=[tor])
         return out[tor]["text"]
 
-    def start_frr(self, bgpd_conf=None, zebra_extra=""):
+    def _frr_daemon(self, ns, run_dir, daemon, conf, extra=()):
+        pidf = os.path.join(run_dir, "%s.pid" % daemon)
+        sh(["ip", "netns", "exec", ns, os.path.join(FRR, daemon), "-d", "-f", conf, "-i", pidf,
+            "--vty_socket", run_dir, "-z", os.path.join(run_dir, "zserv.api")] + list(extra))
+        for dummy in range(100):
+            if os.path.exists(pidf):
+                break
+            time.sleep(0.02)
+        self.pids.append(pidf)
+        return pidf
+
+    def start_bfd_responder(self, slot, options=None):
+        """The host side of BFD in the slot's namespace, as the vipinjector role runs it (zebra +
+        bfdd with the rendered configuration of vipinjector.bfd), own run dir. Returns the run dir."""
+        from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import bfd
+        r = bfd.render_bfd(self.host, slot, dict({"enabled": True}, **(options or {})))
+        run_dir = os.path.join(self.tmp, "bfd-slot%d" % slot)
+        os.makedirs(run_dir, exist_ok=True)
+        frr = pwd.getpwnam("frr")
+        os.chown(run_dir, frr.pw_uid, frr.pw_gid)
+        for name, text in r["files"].items():
+            path = os.path.join(run_dir, name)
+            with open(path, "w") as f:
+                f.write(text)
+            os.chown(path, frr.pw_uid, frr.pw_gid)
+        ns = self.ns[slot]
+        self._frr_daemon(ns, run_dir, "zebra", os.path.join(run_dir, "zebra.conf"))
+        for dummy in range(100):
+            if os.path.exists(os.path.join(run_dir, "zserv.api")):
+                break
+            time.sleep(0.02)
+        self._frr_daemon(ns, run_dir, "bfdd", os.path.join(run_dir, "bfdd.conf"),
+                         ["--bfdctl", os.path.join(run_dir, "bfdd.sock")])
+        self.bfd_dirs = getattr(self, "bfd_dirs", {})
+        self.bfd_dirs[slot] = run_dir
+        return run_dir
+
+    def bfd_peers(self, slot=None):
+        """``show bfd peers json`` of the ToR (slot None) or of a slot's responder: {peer: record}."""
+        d = self.frr_dir if slot is None else self.bfd_dirs[slot]
+        r = sh(["vtysh", "--vty_socket", d, "-c", "show bfd peers json"])
+        return dict((p["peer"], p) for p in json.loads(r.stdout or "[]"))
+
+    def start_frr(self, bgpd_conf=None, zebra_extra="", bfdd=False):
         os.makedirs(self.frr_dir, exist_ok=True)
         frr = pwd.getpwnam("frr")
         os.chown(self.frr_dir, frr.pw_uid, frr.pw_gid)
@@ -198,10 +258,23 @@ class Harness(object):
         for p in (z, b):
             os.chown(p, frr.pw_uid, frr.pw_gid)
         common = ["--vty_socket", self.frr_dir, "-z", os.path.join(self.frr_dir, "zserv.api")]
-        for d, conf in (("zebra", z), ("bgpd", b)):
+        daemons = [("zebra", z), ("bgpd", b)]
+        if bfdd:
+            # One file per daemon here (no integrated config, no vtysh -b): bfdd gets the text's "bfd"
+            # block (profiles), bgpd the rest (the block's closing "exit" would end bgpd's read).
+            bgp_text, bfd_text = split_bfd_block(bgpd_conf or self.frr_config())
+            with open(b, "w") as f:
+                f.write(bgp_text)
+            bf = os.path.join(self.frr_dir, "bfdd.conf")
+            with open(bf, "w") as f:
+                f.write(bfd_text)
+            os.chown(bf, frr.pw_uid, frr.pw_gid)
+            daemons.insert(1, ("bfdd", bf))
+        for d, conf in daemons:
             pidf = os.path.join(self.frr_dir, "%s.pid" % d)
             sh(["ip", "netns", "exec", self.tor, os.path.join(FRR, d), "-d", "-f", conf, "-i", pidf] + common
-               + (["-p", "179"] if d == "bgpd" else []))
+               + (["-p", "179"] if d == "bgpd" else [])
+               + (["--bfdctl", os.path.join(self.frr_dir, "bfdd.sock")] if d == "bfdd" else []))
             for dummy in range(100):
                 if os.path.exists(pidf):
                     break

@@ -36,6 +36,8 @@ PACKAGES = (
     "iperf3",
     # host_datapath loads and pins the eBPF programs with bpftool (the object is built on the controller).
     "bpftool",
+    # the BFD responder beside each sidecar (vipinjector_bfd: zebra + bfdd per slot namespace)
+    "frr",
 )
 # Units that need a console or hardware, or wait for input on first boot.
 MASKED_UNITS = (
@@ -51,6 +53,8 @@ MASKED_UNITS = (
     "apt-daily.timer",
     "apt-daily-upgrade.timer",
     "iperf3.service",
+    # FRR runs per slot namespace (netscale-vipinjector-{zebra,bfd}@), never as the host's own routing daemon
+    "frr.service",
 )
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 

@@ -28,7 +28,12 @@ DEFAULT_OPTIONS = {
     # TCP-MD5 on the ToR<->spine sessions: required | optional | off. The key of every session of a
     # spine is md5_keys[<spine name>] (vault), rendered on both ends (ToR uplink, spine downlink).
     "uplink_md5": "optional",
-    "bfd": {"enabled": False, "profile": "multinic-hosts", "interval_ms": 100, "multiplier": 3},
+    # BFD on every host session (a peer per (slot, NIC), answered by the bfdd beside the slot's sidecar,
+    # roles/vipinjector): detection interval_ms x multiplier instead of the hold timer.
+    # check_control_plane_failure: FRR "neighbor X bfd check-control-plane-failure" (the C-bit: a BFD
+    # down from a control-plane-dependent peer also flushes graceful-restart stale routes).
+    "bfd": {"enabled": False, "profile": "multinic-hosts", "interval_ms": 100, "multiplier": 3,
+            "check_control_plane_failure": True},
     # The sidecar connects; the ToR does not dial 1024 container addresses.
     "passive": True,
     # ipv6: IPv4 NLRI (with IPv4 next hops) rides the IPv6 session; ipv4: separate IPv4 sessions.
@@ -162,12 +167,19 @@ def _check_bfd(opts, problems):
     b = opts["bfd"]
     if not isinstance(b, dict) or not isinstance(b.get("enabled"), bool):
         problems.append(InputProblem("options.bfd.enabled", b, "must be a boolean", "use bfd: {enabled: true}"))
-    elif b["enabled"]:
+    else:
+        for key in sorted(set(b) - set(DEFAULT_OPTIONS["bfd"])):
+            problems.append(InputProblem("options.bfd.%s" % key, b[key], "unknown BFD option",
+                                         "use one of: %s" % ", ".join(sorted(DEFAULT_OPTIONS["bfd"]))))
+    if isinstance(b, dict) and b.get("enabled") is True:
         if not is_int(b.get("interval_ms")) or not 10 <= b["interval_ms"] <= 60000:
             problems.append(InputProblem("options.bfd.interval_ms", b.get("interval_ms"), "must be 10..60000",
                                          "use 100 (x3 = 300 ms detection)"))
         if not is_int(b.get("multiplier")) or not 2 <= b["multiplier"] <= 255:
             problems.append(InputProblem("options.bfd.multiplier", b.get("multiplier"), "must be 2..255", "use 3"))
+        if not isinstance(b.get("check_control_plane_failure"), bool):
+            problems.append(InputProblem("options.bfd.check_control_plane_failure", b.get("check_control_plane_failure"),
+                                         "must be a boolean", "use true (FRR: bfd check-control-plane-failure)"))
         if not isinstance(b.get("profile"), str) or not _NAME_OK.match(b["profile"]):
             problems.append(InputProblem("options.bfd.profile", b.get("profile"), "must be a simple name",
                                          "use letters, digits, '-', '_'"))

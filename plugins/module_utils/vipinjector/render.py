@@ -37,6 +37,10 @@ DEFAULTS = {
     "health": {"type": None, "interval": 1.0, "rise": 2, "fall": 3, "timeout": 1.0},
     "path_check": {"type": "route", "interval": 1.0, "rise": 2, "fall": 2, "timeout": 1.0},
     "drain_poll": 0.1,
+    # hung-ExaBGP watchdog: a command unacknowledged for `timeout` s gets ExaBGP SIGKILLed (the kernel
+    # closes its sessions, systemd restarts it); idle, a no-op probe every `interval` s. Worst-case
+    # detection interval + timeout (1.25 s).
+    "watchdog": {"enabled": True, "interval": 0.25, "timeout": 1.0, "start_timeout": 10.0},
     "require_local_task_ip": True,
     "metrics_file": None,  # default: <runtime_dir>/slot<s>/vipinjector.prom
     "log_level": "INFO",
@@ -119,6 +123,22 @@ def _check_options(o):
                 val = -1
             if val <= 0:
                 _fail("%s.%s" % (sect, k), spec.get(k), "must be a positive number of seconds", "e.g. 1")
+    w = o["watchdog"]
+    if not isinstance(w, dict) or set(w) - {"enabled", "interval", "timeout", "start_timeout"}:
+        _fail("watchdog", w, "must be a mapping of enabled, interval, timeout, start_timeout",
+              "e.g. {enabled: true, interval: 0.25, timeout: 1.0}")
+    if not isinstance(w.get("enabled"), bool):
+        _fail("watchdog.enabled", w.get("enabled"), "must be true or false",
+              "true (a hung ExaBGP keeps its routes until the BGP hold timer otherwise)")
+    for k, lo, hi in (("interval", 0.05, 60.0), ("timeout", 0.2, 60.0), ("start_timeout", 1.0, 300.0)):
+        try:
+            val = float(w.get(k))
+        except (TypeError, ValueError):
+            val = -1
+        if isinstance(w.get(k), bool) or not lo <= val <= hi:
+            _fail("watchdog.%s" % k, w.get(k), "must be a number of seconds in %g..%g" % (lo, hi),
+                  "defaults: interval 0.25, timeout 1.0, start_timeout 10; interval + timeout bounds the "
+                  "time a hung ExaBGP keeps its routes")
     if o["log_level"] not in _LOG_LEVELS:
         _fail("log_level", o["log_level"], "unsupported log level (DEBUG would log the MD5 key)",
               "use one of %s" % ", ".join(_LOG_LEVELS))
@@ -332,6 +352,7 @@ def helper_config(m):
         "path_check": o["path_check"],
         "drain_files": p["drain_files"],
         "drain_poll": o["drain_poll"],
+        "watchdog": dict(o["watchdog"]),
         "status_file": p["status_file"],
         "metrics_file": p["metrics_file"],
         "require_local_task_ip": bool(o["require_local_task_ip"]),

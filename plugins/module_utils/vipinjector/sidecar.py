@@ -15,11 +15,17 @@ decisions are in :mod:`.guard` (pure); this module is the I/O around them (see d
 * reads every line ExaBGP writes back (``done``/``error``/``shutdown``, neighbor state changes)
   on a separate thread so the pipe never blocks;
 * runs the guard over the ExaBGP configuration at start (``--check-config`` before ExaBGP starts);
-* writes a JSON status file and a Prometheus text-file metric.
+* writes a JSON status file and a Prometheus text-file metric;
+* watches ExaBGP (``watchdog``): every command it sends must be acknowledged within ``timeout``
+  seconds, and while idle it sends a harmless comment command (``#``, answered ``done``) every
+  ``interval`` seconds. When an ack is overdue ExaBGP is hung (SIGSTOP, a stuck reactor): the helper
+  SIGKILLs it, the kernel closes its BGP sessions (the ToR drops the routes at once) and systemd's
+  ``Restart=always`` brings the instance back.
 """
 
 from __future__ import annotations
 
+import collections
 import ipaddress
 import json
 import os
@@ -208,6 +214,18 @@ class Helper(object):
         self.pending = 0
         self.stop = threading.Event()
         self.exabgp_gone = False
+        # The watchdog: send times of the commands still waiting for their ack (ExaBGP acks in order).
+        w = cfg.get("watchdog") or {}
+        self.wd_interval = float(w.get("interval", 0.25))
+        self.wd_timeout = float(w.get("timeout", 1.0))
+        # Until the first ack: ExaBGP may still be starting (imports, config parsing on a busy host).
+        self.wd_start_timeout = max(self.wd_timeout, float(w.get("start_timeout", 10.0)))
+        self.wd_enabled = bool(w.get("enabled", True)) and self.wd_timeout > 0
+        self.unacked = collections.deque()
+        self.first_ack = False
+        self.next_probe = 0.0
+        self.watchdog_fired = None
+        self.exabgp_pid = os.getppid()
 
     def log(self, msg):
         try:
@@ -230,10 +248,12 @@ class Helper(object):
         if low == "done" or low.startswith('{ "answer": "done"'):
             self.acks["done"] += 1
             self.pending = max(0, self.pending - 1)
+            self._acked()
             return
         if low == "error" or low.startswith('{ "answer": "error"'):
             self.acks["error"] += 1
             self.pending = max(0, self.pending - 1)
+            self._acked()
             self.log("ExaBGP answered error to a command")
             return
         if low.startswith("shutdown") or low.startswith('{ "answer": "shutdown"'):
@@ -274,20 +294,74 @@ class Helper(object):
                 self.core.refusals += 1
                 self.log("guard: %s" % exc)
                 continue
-            try:
-                self.out.write(c + "\n")
-                self.out.flush()
-                self.pending += 1
-            except (OSError, ValueError):
-                self.exabgp_gone = True
-                self.stop.set()
+            if not self._write(c):
                 return
             self.log(c)
+
+    def _write(self, c, now=None):
+        try:
+            self.out.write(c + "\n")
+            self.out.flush()
+            self.pending += 1
+            self.unacked.append(time.monotonic() if now is None else now)
+        except (OSError, ValueError):
+            self.exabgp_gone = True
+            self.stop.set()
+            return False
+        return True
+
+    # --- the watchdog
+    def _acked(self):
+        self.first_ack = True
+        if self.unacked:
+            self.unacked.popleft()
+
+    def watchdog(self, now):
+        """One watchdog step. Returns the monotonic time of the next step (or None when off).
+
+        Idle (nothing waiting for an ack) and due: send the probe, a comment command ExaBGP answers
+        ``done`` without doing anything. The oldest unacknowledged command older than the timeout
+        (the start timeout before ExaBGP's first ack): ExaBGP is hung, kill it."""
+        if not self.wd_enabled or self.stop.is_set():
+            return None
+        limit = self.wd_timeout if self.first_ack else self.wd_start_timeout
+        if self.unacked:
+            age = now - self.unacked[0]
+            if age > limit:
+                self.fire_watchdog(age)
+                return None
+            return self.unacked[0] + limit + 0.001
+        if now >= self.next_probe:
+            # not through the guard: a comment, it announces nothing (ExaBGP logs it at DEBUG only)
+            if not self._write("# vipinjector watchdog", now):
+                return None
+            self.next_probe = now + self.wd_interval
+            return now + limit + 0.001
+        return self.next_probe
+
+    def fire_watchdog(self, age):
+        """ExaBGP stopped answering: SIGKILL it (works on a stopped process too). The kernel closes
+        its TCP sessions, the ToR drops the routes; the helper then sees EOF and exits, and the
+        supervisor (systemd Restart=always) starts the instance again."""
+        pid = self.exabgp_pid
+        self.watchdog_fired = {"age": round(age, 3), "pid": pid, "at": time.time()}
+        self.log("watchdog: ExaBGP (pid %d) has not acknowledged a command for %.2fs (limit %.2fs): killing it"
+                 % (pid, age, self.wd_timeout if self.first_ack else self.wd_start_timeout))
+        # only our own parent: a helper re-parented to init (ExaBGP already gone) kills nothing
+        if pid > 1 and os.getppid() == pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError as exc:
+                self.log("watchdog: cannot kill ExaBGP: %s" % exc)
+        self.exabgp_gone = True
+        self.stop.set()
 
     def write_status(self):
         st = self.core.status()
         st["instance"] = self.instance
         st["acks"] = dict(self.acks)
+        st["watchdog"] = {"enabled": self.wd_enabled, "interval": self.wd_interval, "timeout": self.wd_timeout,
+                          "unacked": len(self.unacked), "fired": self.watchdog_fired}
         st["pid"] = os.getpid()
         try:
             _write_status_file(self.cfg.get("status_file"), json.dumps(st, indent=1, sort_keys=True) + "\n")
@@ -388,7 +462,11 @@ class Helper(object):
                 dirty = True
             if dirty:
                 self.write_status()
-            timeout = max(0.0, min(next_drain, next_health, next_path) - time.monotonic())
+            next_wd = self.watchdog(time.monotonic())
+            if self.stop.is_set():
+                break
+            due = [next_drain, next_health, next_path] + ([next_wd] if next_wd is not None else [])
+            timeout = max(0.0, min(due) - time.monotonic())
             try:
                 kind, line = self.events.get(timeout=timeout)
             except queue.Empty:

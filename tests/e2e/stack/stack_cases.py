@@ -5,6 +5,7 @@
 Assertions are on observed state: ToR kernel FIB (`ip -j route`), frr_facts, NIC byte counters,
 iperf3 per-stream 0.2 s intervals, systemd properties, before/after dumps of the hosts.
 """
+import json
 import os
 import threading
 import time
@@ -217,6 +218,30 @@ def test_nic_failure(stack):
         assert abs(sh["eth1"] - 0.25) <= 0.05, "%s: eth1 share %.3f after recovery (%s)" % (label, sh["eth1"], sh)
 
 
+def test_bfd_up_on_every_host_session(stack):
+    """BFD on every host session (issue 12 item 1): on each ToR, every BGP neighbor of a deployed host (one per
+    slot and NIC) has a BFD peer Up against the responder beside its sidecar, single hop, same addresses, the
+    profile's 100 ms x 3 on both ends."""
+    lab = stack.lab
+    for tor in stack.tors:
+        peers = dict((p["peer"], p) for p in json.loads(lab.x(tor, ["vtysh", "-c", "show bfd peers json"]).stdout))
+        want = {}
+        for h in stack.hosts:
+            if lab.tor_of(h) != tor:
+                continue
+            for s in lab.hosts[h]["slots"]:
+                for n in s["nics"]:
+                    want[n["address"]["ipv6"]] = lab.hosts[h]["nics"][n["index"]]["gateway"]["ipv6"]
+        got = dict((a, (peers.get(a, {}).get("status"), peers.get(a, {}).get("local"), peers.get(a, {}).get("multihop")))
+                   for a in want)
+        assert got == dict((a, ("up", gw, False)) for a, gw in want.items()), "%s BFD peers: %s" % (tor, got)
+        for a in want:
+            p = peers[a]
+            assert (p["receive-interval"], p["transmit-interval"], p["detect-multiplier"], p["remote-receive-interval"],
+                    p["remote-detect-multiplier"]) == (100, 100, 3, 100, 3), p
+        print("%s: %d host BFD sessions up" % (tor, len(want)))
+
+
 # ---- sidecar lifecycle (issue 6) ---------------------------------------------------------------
 SIDE_HOST = "mns-r1-h2"
 
@@ -242,6 +267,55 @@ def test_sidecar_killed_restarts(stack):
     print("SIGKILL: routes gone after %.2f s, back at full width %.2f s after the kill (restarts %d -> %d)"
           % (gone, back, restarts0, restarts1))
     assert pid1 > 0 and pid1 != pid0 and restarts1 == restarts0 + 1
+
+
+def _journal_count(lab, host, unit, text):
+    p = lab.x(host, ["journalctl", "-u", unit, "-o", "cat", "--no-pager"], check=False)
+    return p.stdout.count(text)
+
+
+def test_sidecar_hung_watchdog_restarts(stack):
+    """SIGSTOP on the sidecar's ExaBGP (issue 12 item 3): the helper's watchdog sees its acks stop and
+    SIGKILLs it, the kernel closes the sessions, the ToR drops the task routes; systemd restarts the unit
+    and the routes come back. Without the watchdog the stopped process would stay (MainPID unchanged, no
+    restart) and the ToR would keep the routes until the hold timer. Times are printed (bench:
+    bench/vipinjector_hang.py), not asserted."""
+    lab, unit = stack.lab, "netscale-vipinjector@1.service"
+    n = len(lab.nics(SIDE_HOST))
+    lab.wait_width(SIDE_HOST, n, timeout=30)
+    pid0 = int(_unit_prop(lab, SIDE_HOST, unit, "MainPID"))
+    restarts0 = int(_unit_prop(lab, SIDE_HOST, unit, "NRestarts"))
+    fired0 = _journal_count(lab, SIDE_HOST, unit, "watchdog: ExaBGP")
+    assert pid0 > 0
+    t0 = time.monotonic()
+    lab.x(SIDE_HOST, ["kill", "-STOP", str(pid0)])
+    try:
+        lab.wait_width(SIDE_HOST, 0, timeout=15)
+        gone = time.monotonic() - t0
+        back = lab.wait_width(SIDE_HOST, n, timeout=30) + gone
+    finally:
+        # cleanup by PID: if the stopped process is still there, wake and kill it (systemd restarts the unit)
+        if lab.x(SIDE_HOST, ["kill", "-0", str(pid0)], check=False).returncode == 0:
+            lab.x(SIDE_HOST, ["kill", "-CONT", str(pid0)], check=False)
+            lab.x(SIDE_HOST, ["kill", "-KILL", str(pid0)], check=False)
+    assert lab.x(SIDE_HOST, ["kill", "-0", str(pid0)], check=False).returncode != 0, "the stopped ExaBGP is still there"
+    pid1 = int(_unit_prop(lab, SIDE_HOST, unit, "MainPID"))
+    restarts1 = int(_unit_prop(lab, SIDE_HOST, unit, "NRestarts"))
+    assert pid1 > 0 and pid1 != pid0 and restarts1 == restarts0 + 1, (pid0, pid1, restarts0, restarts1)
+    fired = 0
+    for dummy in range(20):  # journald may lag a little behind the unit
+        fired = _journal_count(lab, SIDE_HOST, unit, "watchdog: ExaBGP") - fired0
+        if fired:
+            break
+        time.sleep(0.1)
+    assert fired == 1, "the helper's watchdog did not log the kill (%d lines)" % fired
+    cidrs = {lab.task_ip(SIDE_HOST, "ipv4") + "/32": n, lab.task_ip(SIDE_HOST, "ipv6") + "/128": n}
+    facts = M.adhoc(lab.tor_of(SIDE_HOST), "netscale.multinic.frr_facts", {"prefixes": sorted(cidrs)})
+    assert facts["ecmp"] == cidrs, facts.get("ecmp")
+    host_sessions = [s for name, s in facts["sessions"].items() if name.startswith("HOST-")]
+    assert host_sessions and all(s["established"] == s["total"] for s in host_sessions), facts["sessions"]
+    print("SIGSTOP: routes gone after %.2f s (watchdog SIGKILL), back at full width %.2f s after the stop "
+          "(restarts %d -> %d)" % (gone, back, restarts0, restarts1))
 
 
 def _ping_task_ip(lab, host, fam):

@@ -17,8 +17,9 @@ from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import 
 
 # Fake keys (test fixtures, not secrets): they show where the per-host key lands.
 CASES = {
-    # as the lab runs: MD5 on every host and spine session
-    "lab": {"fabric": "inventories/lab/fabric.yml", "options": {"md5": "required", "uplink_md5": "required"},
+    # as the lab runs: MD5 on every host and spine session, BFD on every host session
+    "lab": {"fabric": "inventories/lab/fabric.yml",
+            "options": {"md5": "required", "uplink_md5": "required", "bfd": {"enabled": True}},
             "md5": {"lab-r1-h1": "golden-key-r1h1", "lab-r1-h2": "golden-key-r1h2",
                     "lab-r2-h1": "golden-key-r2h1", "lab-r2-h2": "golden-key-r2h2",
                     "lab-spine1": "golden-key-spine1"}},

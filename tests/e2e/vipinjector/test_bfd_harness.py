@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+"""BFD on every host session (issue 12 item 1), live on the mnv harness: the ToR runs the ToR policy's
+FRR config with BFD on (bgpd + bfdd, profile 100 ms x 3, check-control-plane-failure), the slot runs
+the sidecar (ExaBGP + helper) and the host-side responder the vipinjector role deploys (zebra + bfdd in
+the slot's namespace, configuration from vipinjector.bfd). Assertions on observed state only: BFD
+peers on both ends, the ToR's BGP neighbors and its kernel FIB. Times: bench/vipinjector_bfd.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from labkit.mnv_harness import Harness, sh
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _need_root():
+    if os.geteuid() != 0:
+        pytest.fail("the vipinjector e2e tests need root (network namespaces, FRR)")
+
+
+@pytest.fixture
+def hb(request):
+    h = Harness(tag="b%x" % (abs(hash(request.node.name)) & 0xFFF), md5="mnv-bfd-key")
+    request.addfinalizer(h.close)
+    h.build()
+    h.start_frr(bgpd_conf=h.policy_config(bfd={"enabled": True}), bfdd=True)
+    h.settle()
+    return h
+
+
+def _wait(pred, timeout, poll=0.05):
+    import time
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if pred():
+            return True
+        time.sleep(poll)
+    return False
+
+
+def _drop_port(h, port, table):
+    """Silent loss on a ToR port: nftables netdev ingress and egress chains, policy drop (carrier stays up)."""
+    sh(["ip", "netns", "exec", h.tor, "nft",
+        "add table netdev %s; "
+        "add chain netdev %s in { type filter hook ingress device \"%s\" priority -500; policy drop; }; "
+        "add chain netdev %s out { type filter hook egress device \"%s\" priority -500; policy drop; }"
+        % (table, table, port, table, port)])
+
+
+def test_bfd_up_on_every_session_and_silent_loss_drops_that_next_hop(hb):
+    h = hb
+    sd = [s for s in h.host["slots"] if s["slot"] == 1][0]
+    containers = dict((n["index"], n["address"]["ipv6"]) for n in sd["nics"])
+    gateways = dict((n["index"], n["gateway"]["ipv6"]) for n in h.host["nics"])
+    h.write_instance(1)
+    h.start_exabgp(1)
+    v4, v6 = h.task_ip(1), h.task_ip(1, "ipv6")
+    h.wait_width(v4, 4, timeout=15)
+    h.wait_width(v6, 4, timeout=5)
+    h.start_bfd_responder(1)
+
+    def tor_up():
+        peers = h.bfd_peers()
+        return all(peers.get(a, {}).get("status") == "up" for a in containers.values())
+    assert _wait(tor_up, 15), h.bfd_peers()
+    tor, host = h.bfd_peers(), h.bfd_peers(1)
+    for k, addr in containers.items():
+        p = tor[addr]
+        # the ToR's session of BGP neighbor (slot 1, NIC k): same two addresses, single hop, profile timers,
+        # and the far end answering with the same timers
+        assert (p["local"], p["multihop"], p["interface"]) == (gateways[k], False, h.tor_port(1, k)), p
+        assert (p["receive-interval"], p["transmit-interval"], p["detect-multiplier"]) == (100, 100, 3), p
+        assert (p["remote-receive-interval"], p["remote-transmit-interval"], p["remote-detect-multiplier"]) \
+            == (100, 100, 3), p
+        q = host[gateways[k]]
+        assert (q["status"], q["local"], q["interface"], q["multihop"]) == ("up", addr, "eth%d" % k, False), q
+    assert all(h.session_states()[a] == "Established" for a in containers.values())
+
+    # Silent loss on NIC 1's ToR port (carrier up, every frame dropped both ways)
+    port, nh1 = h.tor_port(1, 1), sd["nics"][1]["address"]["ipv4"]
+    _drop_port(h, port, "mnvloss")
+    try:
+        assert _wait(lambda: len(h.fib_nexthops(v4)) == 3 and len(h.fib_nexthops(v6)) == 3, 20, poll=0.01), \
+            h.fib_nexthops(v4)
+        assert nh1 not in h.fib_nexthops(v4)
+        # it was BFD, not the hold timer: the ToR's BFD peer is down, and bgpd reset that neighbor for it
+        # (FRR sends a Cease "BFD Down" notification; the hold timer would read "Hold Timer Expired")
+        p = h.bfd_peers()[containers[1]]
+        assert p["status"] == "down" and p["diagnostic"] == "control detection time expired", p
+        nb = h.vtysh("show bgp neighbors %s json" % containers[1])[containers[1]]
+        assert nb["bgpState"] != "Established" and nb.get("lastNotificationReason") == "Cease/BFD Down", \
+            dict((k, v) for k, v in nb.items() if "eset" in k or "otif" in k or "bfd" in k.lower() or k == "bgpState")
+        # the other three sessions: BFD up, Established, still next hops
+        tor = h.bfd_peers()
+        states = h.session_states()
+        for k in (0, 2, 3):
+            assert tor[containers[k]]["status"] == "up" and states[containers[k]] == "Established"
+    finally:
+        sh(["ip", "netns", "exec", h.tor, "nft", "delete table netdev mnvloss"], check=False)
+    # loss gone: BFD up again, the session back, full width
+    assert _wait(tor_up, 20), h.bfd_peers()
+    h.wait_width(v4, 4, timeout=20)
+    h.wait_width(v6, 4, timeout=5)
