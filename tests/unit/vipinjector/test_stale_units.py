@@ -43,6 +43,9 @@ def _stale(plan_slots, units=(), wants=()):
     # not ours or not an instance: never touched
     ([1], ["netscale-vipinjector@.service", "other@2.service", "netscale-vipinjector@x.service"], ["ssh.service"], []),
     ([], [], [], []),
+    # BFD responders (zebra + bfdd per slot) count too, also when the sidecar instance is gone already
+    ([1], ["netscale-vipinjector-zebra@2.service", "netscale-vipinjector-bfd@1.service"],
+     ["netscale-vipinjector-bfd@2.service"], ["2"]),
 ])
 def test_stale_slots(plan_slots, units, wants, stale):
     assert _stale(plan_slots, units, wants) == stale
@@ -65,6 +68,23 @@ def test_stale_slot_files_and_units():
     assert paths == ["/etc/netscale-vipinjector/slot2", "/etc/netscale-vipinjector/slot3",
                      "/run/netscale-vipinjector/slot2.drain", "/run/netscale-vipinjector/slot3.drain"]
     stop = _task("Stop and disable the instances of slots no longer in the plan")
-    want = {"name": "netscale-vipinjector@{{ item }}.service", "state": "stopped", "enabled": False}
+    want = {"name": "{{ item }}", "state": "stopped", "enabled": False}
     assert stop["ansible.builtin.systemd_service"] == want
-    assert stop["loop"] == "{{ __vipinjector_stale_slots }}"
+    assert stop["loop"] == "{{ __vipinjector_stale_units }}"
+
+
+def test_stale_units_are_every_instance_of_a_stale_slot_and_nothing_else():
+    expr = _task("Slots no longer in the plan")["ansible.builtin.set_fact"]["__vipinjector_stale_units"]
+    units = ["netscale-vipinjector@1.service", "netscale-vipinjector@2.service", "netscale-vipinjector-bfd@2.service",
+             "netscale-vipinjector-zebra@2.service", "netscale-vipinjector-bfd@1.service",
+             "netscale-vipinjector-zebra@12.service", "other@2.service", "netscale-vipinjector@.service"]
+    out = _render(expr, {"vipinjector_host": {"slots": [{"slot": 1}]},
+                         "__vipinjector_present_units": {"stdout_lines": ["%s loaded active" % u for u in units]},
+                         "__vipinjector_present_wants": {"files": []}})
+    assert out == ["netscale-vipinjector-bfd@2.service", "netscale-vipinjector-zebra@12.service",
+                   "netscale-vipinjector-zebra@2.service", "netscale-vipinjector@2.service"]
+    # no slot in the plan: every instance is stale
+    out = _render(expr, {"vipinjector_host": {"slots": []},
+                         "__vipinjector_present_units": {"stdout_lines": ["netscale-vipinjector@1.service x"]},
+                         "__vipinjector_present_wants": {"files": []}})
+    assert out == ["netscale-vipinjector@1.service"]
