@@ -4,19 +4,8 @@ import copy
 import struct
 
 import pytest
-import yaml
 
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as S, core, bpf
-
-
-@pytest.fixture(scope="module")
-def plan():
-    with open("inventories/lab/fabric.yml") as f:
-        topo = load_topology(yaml.safe_load(f))
-    p = FabricPlan(topo).allocate()
-    return dict((h.name, p.host_data(h)) for h in topo.hosts)
 
 
 def test_spec_names_and_addresses(plan):
