@@ -118,7 +118,7 @@ class Lab(object):
         """What build() would do: 'build', 'rebuild' or 'in_place' with the nodes removed/added/reloaded."""
         if data is None:
             return {"action": "build"}
-        change = None if self.rebuild else incremental.hosts_only(self, data, reasons)
+        change = None if self.rebuild else incremental.in_place_change(self, data, reasons)
         if change is None:
             return {"action": "rebuild"}
         return {"action": "in_place", "remove": change.remove + change.remove_tors,
@@ -131,7 +131,7 @@ class Lab(object):
         if healthy and not self.rebuild:
             return {"changed": False, "state_file": self.state_file, "nodes": data["nodes"]}
         if data is not None and not self.rebuild:
-            change = incremental.hosts_only(self, data, reasons)
+            change = incremental.in_place_change(self, data, reasons)
             if change is not None:
                 return incremental.apply(self, data, change)
         if data is not None:

@@ -29,7 +29,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.lab.system impor
 
 
 @dataclasses.dataclass
-class HostChange:
+class InPlaceChange:
     remove: list     # host names whose objects go (gone from the topology, or changed)
     add: list        # host dicts of the spec to build (new, or changed)
     unchanged: list  # node names left alone
@@ -38,8 +38,8 @@ class HostChange:
     reload_spines: list = dataclasses.field(default_factory=list)  # spines given their new config in place
 
 
-def hosts_only(lab, data, reasons):
-    """A HostChange when the running lab can follow the spec in place - GPU hosts, racks (a ToR with
+def in_place_change(lab, data, reasons):
+    """A InPlaceChange when the running lab can follow the spec in place - GPU hosts, racks (a ToR with
     its hosts) and the spines' configs changed, nothing else - else None (the caller rebuilds)."""
     if data.get("status") != "ready" or "node_hashes" not in data:
         return None
@@ -66,7 +66,7 @@ def hosts_only(lab, data, reasons):
         if h["rack"] in racks:
             changed.add(h["name"])
     hosts = set(n for n in changed if kinds[n] == "gpu_host")
-    return HostChange(remove=sorted(n for n in hosts if n in old), add=[h for h in lab.spec.hosts if h["name"] in hosts],
+    return InPlaceChange(remove=sorted(n for n in hosts if n in old), add=[h for h in lab.spec.hosts if h["name"] in hosts],
                       unchanged=sorted(n for n in new if n not in changed),
                       remove_tors=[n for n in tors if n in old], add_tors=[n for n in tors if n in new],
                       reload_spines=spines)
