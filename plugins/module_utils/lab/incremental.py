@@ -66,10 +66,11 @@ def in_place_change(lab, data, reasons):
         if h["rack"] in racks:
             changed.add(h["name"])
     hosts = set(n for n in changed if kinds[n] == "gpu_host")
-    return InPlaceChange(remove=sorted(n for n in hosts if n in old), add=[h for h in lab.spec.hosts if h["name"] in hosts],
-                      unchanged=sorted(n for n in new if n not in changed),
-                      remove_tors=[n for n in tors if n in old], add_tors=[n for n in tors if n in new],
-                      reload_spines=spines)
+    return InPlaceChange(remove=sorted(n for n in hosts if n in old),
+                         add=[h for h in lab.spec.hosts if h["name"] in hosts],
+                         unchanged=sorted(n for n in new if n not in changed),
+                         remove_tors=[n for n in tors if n in old], add_tors=[n for n in tors if n in new],
+                         reload_spines=spines)
 
 
 def _owned(lab, r, name):

@@ -68,7 +68,7 @@ def test_storage_or_spine_set_change_dead_process_or_old_state_rebuilds():
     assert incremental.in_place_change(_lab(dict(OLD, st="C"), KINDS, ["h1", "h2"]), _data(OLD, KINDS), [CHANGED]) is None
     more_spines = dict(KINDS, s2="spine")
     assert incremental.in_place_change(_lab(dict(OLD, s2="x"), more_spines, ["h1", "h2"]), _data(OLD, KINDS),
-                                  [CHANGED, "node s2 missing"]) is None
+                                       [CHANGED, "node s2 missing"]) is None
     lab = _lab(dict(OLD, h1="D"), KINDS, ["h1", "h2"])
     assert incremental.in_place_change(lab, _data(OLD, KINDS), [CHANGED, "process h2/init (pid 9) is gone"]) is None
     no_hashes = _data(OLD, KINDS)
