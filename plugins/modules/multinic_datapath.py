@@ -76,6 +76,53 @@ options:
     type: str
     choices: [hash, least_loaded]
     default: hash
+  detection:
+    description:
+      - Gray-failure detection by the NIC watcher (written into the watcher's runtime file).
+      - The watcher probes each NIC's gateway (ARP request, or IPv6 neighbour solicitation on a NIC
+        without IPv4) every I(interval_ms); a NIC without a reply for I(interval_ms) x I(multiplier),
+        with carrier lost, or whose gateway neighbour entry is FAILED leaves the egress set (eBPF: the
+        NIC_OUT bit of the mn_nics map; kernel mode: its routes in the per-NIC tables). It returns after
+        answering for I(hold_down) seconds, unless dampened (BGP-style penalty per flap).
+      - Unset keys take the defaults shown.
+    type: dict
+    suboptions:
+      enabled:
+        description: Run the detection.
+        type: bool
+        default: true
+      interval_ms:
+        description: Probe interval per NIC in milliseconds (10-10000).
+        type: int
+        default: 100
+      multiplier:
+        description: Missed probes after which the NIC is dead (1-100).
+        type: int
+        default: 3
+      hold_down:
+        description: Seconds a NIC's gateway must answer before the NIC returns to the egress set.
+        type: float
+        default: 1.0
+      penalty:
+        description: Penalty added per failure (flap).
+        type: int
+        default: 1000
+      suppress:
+        description: Penalty at or above which the NIC is suppressed (kept out).
+        type: int
+        default: 2000
+      reuse:
+        description: Penalty below which a suppressed NIC may return (must be below I(suppress)).
+        type: int
+        default: 1000
+      half_life:
+        description: Half-life of the penalty in seconds.
+        type: float
+        default: 2.0
+      max_penalty:
+        description: Ceiling of the penalty (bounds the suppression to half_life x log2(max_penalty / reuse)).
+        type: int
+        default: 4000
   sysctl_file:
     description: sysctl.d file holding the persisted global sysctls.
     type: path
@@ -145,12 +192,24 @@ def main():
             state_dir=dict(type="path", default="/var/lib/netscale-multinic"),
             sysctl_file=dict(type="path", default="/etc/sysctl.d/90-netscale-multinic.conf"),
             bpffs_root=dict(type="path", default="/sys/fs/bpf"),
+            detection=dict(type="dict", options=dict(
+                enabled=dict(type="bool", default=True),
+                interval_ms=dict(type="int", default=100),
+                multiplier=dict(type="int", default=3),
+                hold_down=dict(type="float", default=1.0),
+                penalty=dict(type="int", default=1000),
+                suppress=dict(type="int", default=2000),
+                reuse=dict(type="int", default=1000),
+                half_life=dict(type="float", default=2.0),
+                max_penalty=dict(type="int", default=4000),
+            )),
         ),
         supports_check_mode=True)
     p = module.params
     opts = core.Options(state_dir=p["state_dir"], sysctl_file=p["sysctl_file"], bpffs_root=p["bpffs_root"],
                         bpf_object=p["bpf_object"], nic_pattern=p["nic_pattern"],
-                        manage_nic_addresses=p["manage_nic_addresses"], egress_policy=p["egress_policy"])
+                        manage_nic_addresses=p["manage_nic_addresses"], egress_policy=p["egress_policy"],
+                        detection=p["detection"])
     try:
         if p["state"] == "absent":
             sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"]) if p["host"] else None

@@ -37,6 +37,7 @@ STATS = ("in_redirect", "in_pass", "out_redirect", "out_failover", "out_local", 
 # mn_ecfg policy codes (EGRESS_* in the C program)
 EGRESS_CODES = {"hash": 0, "least_loaded": 1}
 SOURCE_NAME = "multinic_datapath.c"
+NIC_OUT = 4  # mn_nics flags: set by the NIC watcher (datapath/health.py), kept by the loader
 
 
 class BpfError(MultinicError):
@@ -146,6 +147,18 @@ def desired_maps(spec, host_links, ns_links, local=None, egress=None):
     return out
 
 
+def keep_nic_out(want, have):
+    """mn_nics as desired, keeping the NIC_OUT bits the NIC watcher set (gray-failure detection owns
+    them: a re-run of the role must not put a NIC it took out back into the egress set)."""
+    out = {}
+    for k, v in want.items():
+        h = have.get(k)
+        if h and len(h) == len(v) and struct.unpack("<I", h[4:8])[0] & NIC_OUT:
+            v = v[:4] + struct.pack("<I", struct.unpack("<I", v[4:8])[0] | NIC_OUT) + v[8:]
+        out[k] = v
+    return out
+
+
 def order_ops(ops, desired):
     """Host-local map updates and mn_cfg in a safe order: the flag that makes the program trust
     mn_local4/6 is set only after they are filled, and cleared before they are emptied."""
@@ -242,6 +255,8 @@ class Bpf(object):
         ops = []
         for name, want in sorted(desired.items()):
             have = self.dump(version, name)
+            if name == "mn_nics":
+                want = keep_nic_out(want, have)
             for k, v in sorted(want.items()):
                 if have.get(k) != v:
                     ops.append((name, "update", k, v))

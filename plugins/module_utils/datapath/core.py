@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import antispoof
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bpf as datapath_bpf
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import desired
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import mptcp
@@ -49,6 +50,7 @@ class Options:
     nic_pattern: Optional[str] = None
     manage_nic_addresses: bool = True
     egress_policy: Optional[str] = None  # 'hash' (None = the default) or 'least_loaded' (eBPF mode)
+    detection: Optional[dict] = None  # gray-failure detection parameters (health.DEFAULTS keys)
 
 
 @dataclasses.dataclass
@@ -120,13 +122,18 @@ class Datapath(object):
 
     def runtime(self):
         """Idempotent `ip` commands per device, re-run by the watcher when a device comes back up."""
-        return desired.runtime_commands(self.spec, self.bpf.base)
+        detection = health.check_params(self.options.detection)
+        return desired.runtime_commands(self.spec, self.bpf.base, detection if detection["enabled"] else None)
 
     # ---- validation --------------------------------------------------------------------------
     def validate(self):
         links = [n for n in self.live.links() if n != "lo" and not re.match(r"^ms\d+-", n)]
         datapath_spec.check_nics(self.spec, links, self.options.nic_pattern)
         datapath_spec.check_egress_policy(self.options.egress_policy, self.spec["ebpf"])
+        try:
+            health.check_params(self.options.detection)
+        except ValueError as e:
+            raise datapath_spec.DatapathInputError(str(e))
 
     # ---- plan: base (everything but eBPF), step by step ---------------------------------------
     def plan_base(self):

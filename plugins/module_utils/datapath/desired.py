@@ -133,9 +133,25 @@ def veth_names(spec):
     return [sn["veth"] for s in spec["slots"] for sn in s["nics"]]
 
 
-def runtime_commands(spec, bpf_base):
+def detect_block(spec, detection):
+    """The runtime file's ``detect`` entry: what the watcher's gray-failure detection needs per NIC
+    (see :mod:`.health`); ``detection`` are the checked parameters (health.check_params)."""
+    nics = []
+    for nic in spec["nics"]:
+        entry = {"name": nic["name"], "index": nic["index"], "table": spec["table_base"] + nic["index"]}
+        for fam, key in (("ipv4", "4"), ("ipv6", "6")):
+            if fam in nic:
+                entry["gw" + key] = nic[fam]["gateway"]
+                entry["addr" + key] = nic[fam]["address"]
+        nics.append(entry)
+    return {"ebpf": bool(spec["ebpf"]), "metric_own": datapath_spec.METRIC_OWN,
+            "metric_fallback": datapath_spec.METRIC_FALLBACK, "nics": nics, "params": detection}
+
+
+def runtime_commands(spec, bpf_base, detection=None):
     """The watcher's runtime file: idempotent ``ip`` commands per device, re-run when the device
-    comes back up, and where the host-local maps are pinned."""
+    comes back up, where the host-local maps are pinned, and the NICs' gateways for the
+    gray-failure detection (``detection``: checked parameters, None = detection off)."""
     per_dev = {}
     names = dict((n["index"], n["name"]) for n in spec["nics"])
     routes = host_routes(spec)
@@ -156,5 +172,8 @@ def runtime_commands(spec, bpf_base):
             for route in routes:
                 if route[1] == "main" and any(nh[1] == sn["veth"] for nh in route[3]):
                     per_dev.setdefault(sn["veth"], []).append(route_command(route))
-    return {"host": spec["host"], "devices": per_dev,
-            "bpf": {"base": bpf_base, "nics": nic_names(spec), "veths": veth_names(spec)}}
+    out = {"host": spec["host"], "devices": per_dev,
+           "bpf": {"base": bpf_base, "nics": nic_names(spec), "veths": veth_names(spec)}}
+    if detection is not None:
+        out["detect"] = detect_block(spec, detection)
+    return out

@@ -11,7 +11,14 @@ its per-NIC table routes; a veth going down loses its link-local gateway address
 follows link events (`ip -o monitor link`, netlink, no extra Python packages) and, whenever a
 watched device comes (back) up, re-applies that device's idempotent commands from the runtime
 file the role writes (/var/lib/netscale-multinic/runtime.json). SIGHUP re-applies everything.
-Failover itself needs no agent: the tc program (or the kernel's linkdown handling) does it.
+Carrier loss needs no agent: the tc program (or the kernel's linkdown handling) fails over.
+
+Gray failures (carrier up, gateway silent or one-way loss, ARP/ND replies lost): the watcher probes
+every NIC's gateway (ARP / IPv6 NS on packet sockets, default every 100 ms, dead after 3 misses),
+follows the gateway's kernel neighbour state (`ip -o monitor neigh`: FAILED = dead at once) and the
+link events, and takes a dead NIC out of the egress set: eBPF mode - the NIC_OUT bit of mn_nics in
+every pinned version; kernel mode - the per-NIC tables' default routes. Hold-down and BGP-style
+dampening decide when it returns (:mod:`.health`). Every transition is logged.
 
 eBPF mode: a second thread follows `ip -o monitor address route rule` and keeps the program's
 host-local maps (mn_local4/6, see :mod:`.localmap`) equal
@@ -26,6 +33,7 @@ import argparse
 import json
 import os
 import re
+import select
 import signal
 import socket
 import struct
@@ -34,6 +42,7 @@ import sys
 import threading
 import time
 
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
 
 LINE = re.compile(r"^(?:Deleted )?\d+: ([^:@ ]+)(?:@\S+)?: <([^>]*)>")
@@ -226,24 +235,289 @@ class LocalSync(threading.Thread):
                 log("host-local map sync: %s" % e)
 
 
+ARP_REPLY = 2
+ETH_P_ARP = 0x0806
+ETH_P_IPV6 = 0x86DD
+PACKET_OUTGOING = 4
+SO_ATTACH_FILTER = 26
+# classic BPF for the IPv6 probe socket: ICMPv6 (next header 58 at 20) neighbour advertisement (136 at 54)
+NA_FILTER = ((0x30, 0, 0, 20), (0x15, 0, 3, 58), (0x30, 0, 0, 54), (0x15, 0, 1, 136), (0x06, 0, 0, 0xFFFF),
+             (0x06, 0, 0, 0))
+NEIGH = re.compile(r"^(?:Deleted |Miss )?(\S+) dev (\S+)\b.*\b(FAILED|INCOMPLETE)\s*$")
+
+
+def arp_request(mac, sip, tip, dmac=None):
+    """An Ethernet frame with an ARP request for ``tip`` (to ``dmac``, else broadcast)."""
+    arp = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, mac, socket.inet_aton(sip or "0.0.0.0"), b"\0" * 6,
+                      socket.inet_aton(tip))
+    return (dmac or b"\xff" * 6) + mac + struct.pack("!H", ETH_P_ARP) + arp
+
+
+def arp_reply_from(frame):
+    """The sender IPv4 address of an ARP reply frame (with Ethernet header), and its MAC; else None."""
+    if len(frame) < 42 or frame[12:14] != b"\x08\x06":
+        return None
+    op, sha, spa = struct.unpack("!H6s4s", frame[20:32])
+    if op != ARP_REPLY:
+        return None
+    return socket.inet_ntoa(spa), sha
+
+
+def na_target(frame):
+    """The target address of an IPv6 neighbour advertisement frame, else None."""
+    if len(frame) < 78 or frame[12:14] != b"\x86\xdd" or frame[20] != 58 or frame[54] != 136:
+        return None
+    return socket.inet_ntop(socket.AF_INET6, frame[62:78])
+
+
+def solicited_node(addr):
+    b = socket.inet_pton(socket.AF_INET6, addr)
+    return "ff02::1:ff%02x:%02x%02x" % (b[13], b[14], b[15])
+
+
+class Prober(object):
+    """Packet sockets of one NIC: sends a probe for its gateway, recognises the gateway's replies."""
+
+    def __init__(self, nic):
+        self.nic = nic
+        self.name = nic["name"]
+        self.v4 = bool(nic.get("gw4"))
+        self.gw = nic["gw4"] if self.v4 else nic.get("gw6")
+        self.gw_mac = None
+        self.sock = None
+        self.tx = None
+        self.mac = None
+        self.errors = 0
+
+    def open(self):
+        self.close()
+        ifindex = socket.if_nametoindex(self.name)
+        link = json.loads(subprocess.run(["ip", "-j", "link", "show", "dev", self.name], stdout=subprocess.PIPE,
+                                         universal_newlines=True, check=False).stdout or "[{}]")[0]
+        self.mac = bytes(int(x, 16) for x in link["address"].split(":"))
+        if self.v4:
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ARP))
+            self.sock.bind((self.name, ETH_P_ARP))
+        else:
+            import ctypes
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IPV6))
+            prog = b"".join(struct.pack("HBBI", *ins) for ins in NA_FILTER)
+            self._filter = ctypes.create_string_buffer(prog)
+            fprog = struct.pack("HL", len(NA_FILTER), ctypes.addressof(self._filter))
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+            self.sock.bind((self.name, ETH_P_IPV6))
+            self.tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+            self.tx.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+            self.tx.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, ifindex)
+        self.sock.setblocking(False)
+
+    def close(self):
+        for s in (self.sock, self.tx):
+            if s is not None:
+                s.close()
+        self.sock = self.tx = None
+
+    def send(self):
+        try:
+            if self.sock is None:
+                self.open()
+            if self.v4:
+                self.sock.send(arp_request(self.mac, self.nic.get("addr4"), self.gw, self.gw_mac))
+            else:
+                ns = struct.pack("!BBHI16s", 135, 0, 0, 0, socket.inet_pton(socket.AF_INET6, self.gw))
+                ns += struct.pack("!BB6s", 1, 1, self.mac)  # source link-layer address option
+                self.tx.sendto(ns, (solicited_node(self.gw), 0, 0, socket.if_nametoindex(self.name)))
+            self.errors = 0
+        except (IOError, OSError, ValueError, KeyError, IndexError) as e:
+            self.errors += 1
+            if self.errors == 1:
+                log("probe %s: %s" % (self.name, e))
+            self.close()
+
+    def receive(self):
+        """True when a reply of the gateway was waiting."""
+        got = False
+        while self.sock is not None:
+            try:
+                frame, addr = self.sock.recvfrom(2048)
+            except (BlockingIOError, InterruptedError):
+                break
+            except (IOError, OSError):
+                self.close()
+                break
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            if self.v4:
+                r = arp_reply_from(frame)
+                if r and r[0] == self.gw:
+                    got = True
+                    self.gw_mac = r[1]
+            elif na_target(frame) == self.gw:
+                got = True
+        return got
+
+
+class Health(threading.Thread):
+    """Gray-failure detection (see the module docstring and :mod:`.health`)."""
+
+    def __init__(self, path):
+        threading.Thread.__init__(self, name="health", daemon=True)
+        self.path = path
+        self.lock = threading.Lock()
+        rt = load(path)
+        self.cfg = rt.get("detect")
+        self.base = (rt.get("bpf") or {}).get("base", "")
+        self.detector = None
+        self.applied = None
+        self.versions = None
+        if not self.cfg:
+            return
+        names = [n["name"] for n in self.cfg["nics"]]
+        self.detector = health.Detector(names, self.cfg["params"], time.monotonic())
+        self.probers = [Prober(n) for n in self.cfg["nics"]]
+        self.index = dict((n["name"], n["index"]) for n in self.cfg["nics"])
+        self.names = names
+
+    @property
+    def enabled(self):
+        return self.detector is not None
+
+    def _transitions(self, changes):
+        for nic, what, reason in changes:
+            log("egress set: %s %s (%s)" % (nic, "OUT" if what == "out" else "back IN", reason))
+        if changes:
+            self.apply()
+
+    def link(self, dev, up):
+        if not self.enabled or up:
+            return
+        with self.lock:
+            self._transitions(self.detector.down(dev, time.monotonic(), "link down"))
+
+    def neigh(self, line):
+        m = NEIGH.match(line)
+        if not m or not self.enabled:
+            return
+        addr, dev, state = m.groups()
+        nic = [n for n in self.cfg["nics"] if n["name"] == dev and addr in (n.get("gw4"), n.get("gw6"))]
+        if nic and state == "FAILED":
+            with self.lock:
+                self._transitions(self.detector.down(dev, time.monotonic(), "gateway %s FAILED" % addr))
+
+    def apply(self, force=False):
+        """Write the effective egress set (idempotent); callers hold the lock."""
+        out = health.effective_out(self.detector.out(), self.names)
+        if out == self.applied and not force:
+            return
+        if self.cfg["ebpf"]:
+            idx = set(self.index[n] for n in out)
+            for d in self._version_dirs(self.base):
+                pin = os.path.join(d, "mn_nics")
+                try:
+                    ops = health.nic_flag_updates(map_dump(pin), idx)
+                except (IOError, OSError, ValueError) as e:
+                    log("egress set: %s: %s" % (pin, e))
+                    continue
+                if ops:
+                    lines = ["map update pinned %s key hex %s value hex %s" % (pin, _hex(k), _hex(v)) for k, v in ops]
+                    p = subprocess.run(["bpftool", "batch", "file", "/dev/stdin"], input="\n".join(lines) + "\n",
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                                       check=False)
+                    if p.returncode:
+                        log("egress set: bpftool rc=%d: %s" % (p.returncode, p.stderr.strip()[:300]))
+        else:
+            for fam, lines in sorted(health.kernel_route_lines(self.cfg, out).items()):
+                p = subprocess.run(["ip", fam, "-force", "-batch", "-"], input="\n".join(lines) + "\n",
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                                   check=False)
+                err = [x for x in p.stderr.strip().splitlines() if "No such process" not in x and
+                       "Command failed" not in x]
+                if err:
+                    log("egress set: ip %s: %s" % (fam, " ".join(err)[:300]))
+        if out != self.applied:
+            log("egress set: out=%s" % (",".join(sorted(out)) or "none"))
+        self.applied = out
+
+    @staticmethod
+    def _version_dirs(base):
+        if not os.path.isdir(base):
+            return []
+        return [os.path.join(base, d, "maps") for d in sorted(os.listdir(base)) if d.startswith("v-")
+                and os.path.exists(os.path.join(base, d, "maps", "mn_nics"))]
+
+    def reapplied(self):
+        """After the runtime commands were re-run (they restore every route): the egress set again."""
+        if self.enabled:
+            with self.lock:
+                self.apply(force=True)
+
+    def run(self):
+        if not self.enabled:
+            return
+        interval = self.cfg["params"]["interval_ms"] / 1000.0
+        threading.Thread(target=self._neigh_events, name="neigh-events", daemon=True).start()
+        log("gray-failure detection: %s mode, probe every %d ms x %d, hold-down %.1f s (NICs %s)" % (
+            "ebpf" if self.cfg["ebpf"] else "kernel", self.cfg["params"]["interval_ms"],
+            self.cfg["params"]["multiplier"], self.cfg["params"]["hold_down"], ",".join(self.names)))
+        with self.lock:
+            self.apply(force=True)
+        nxt = time.monotonic()
+        while True:
+            for p in self.probers:
+                p.send()
+            nxt += interval
+            while True:
+                socks = [p.sock for p in self.probers if p.sock is not None]
+                wait = nxt - time.monotonic()
+                if wait <= 0:
+                    break
+                if socks:
+                    select.select(socks, [], [], wait)
+                else:
+                    time.sleep(wait)
+                now = time.monotonic()
+                for p in self.probers:
+                    if p.receive():
+                        self.detector.reply(p.name, now)
+            if time.monotonic() - nxt > interval:
+                nxt = time.monotonic()   # fell behind (suspended): do not burst
+            with self.lock:
+                self._transitions(self.detector.tick(time.monotonic()))
+                if self.cfg["ebpf"]:
+                    vers = self._version_dirs(self.base)
+                    if vers != self.versions:
+                        self.versions = vers
+                        self.apply(force=True)
+
+    def _neigh_events(self):
+        mon = subprocess.Popen(["ip", "-o", "monitor", "neigh"], stdout=subprocess.PIPE, universal_newlines=True,
+                               bufsize=1)
+        for line in mon.stdout:
+            self.neigh(line.strip())
+        log("neighbour monitor ended")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--runtime", default="/var/lib/netscale-multinic/runtime.json")
     args = ap.parse_args(argv)
     hup = []
     local = LocalSync(args.runtime)
+    gray = Health(args.runtime)
     signal.signal(signal.SIGHUP, lambda *a: (hup.append(1), local.event.set()))
     mon = subprocess.Popen(["ip", "-o", "monitor", "link"], stdout=subprocess.PIPE, universal_newlines=True,
                            bufsize=1)
     reapply(args.runtime)
     local.start()
     local.event.set()
+    gray.start()
     state = {}
     log("watching links (runtime %s, pid %d)" % (args.runtime, os.getpid()))
     for line in mon.stdout:
         if hup:
             del hup[:]
             reapply(args.runtime)
+            gray.reapplied()
         m = LINE.match(line)
         if not m:
             continue
@@ -254,10 +528,13 @@ def main(argv=None):
         if line.startswith("Deleted"):
             state.pop(dev, None)
             continue
+        if before is not None and before == (True, True) and now != (True, True):
+            gray.link(dev, False)
         if now[0] and (before is None or not before[0] or (now[1] and not before[1])):
             watched = load(args.runtime).get("devices", {})
             if dev in watched:
                 reapply(args.runtime, [dev])
+                gray.reapplied()
                 if now[1]:
                     announce(load(args.runtime), dev)
     return 1

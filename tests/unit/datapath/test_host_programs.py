@@ -31,7 +31,8 @@ def test_role_files_are_up_to_date():
 def test_bundles_list_what_they_import():
     assert host_programs.bundled_modules("vipinjector.sidecar") == [
         "vipinjector", "errors", "writing", "vipinjector.guard", "vipinjector.sidecar"]
-    assert host_programs.bundled_modules("datapath.watcher") == ["datapath", "datapath.localmap", "datapath.watcher"]
+    assert host_programs.bundled_modules("datapath.watcher") == [
+        "datapath", "datapath.health", "datapath.localmap", "datapath.watcher"]
 
 
 @pytest.mark.parametrize("program", [HELPER, WATCHER])

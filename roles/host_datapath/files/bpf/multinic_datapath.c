@@ -87,10 +87,14 @@ struct src_key {
 
 struct nic_val {
 	__u32 ifindex; /* 0 = unused slot */
-	__u32 flags;   /* bit 0: gw4 valid, bit 1: gw6 valid */
+	__u32 flags;   /* bit 0: gw4 valid, bit 1: gw6 valid, bit 2: NIC_OUT */
 	__u32 gw4;     /* network order */
 	__u8 gw6[16];
 };
+
+/* mn_nics flags bit set by the NIC watcher: gray failure (gateway silent, one-way loss, ARP/ND
+ * replies lost, dampened flaps) - the NIC is out of the egress set although its carrier is up */
+#define NIC_OUT 4
 
 #define CFG_USE_LOCAL_MAP 1 /* mn_local4/6 are complete: no full fib lookup per packet */
 
@@ -383,14 +387,16 @@ static __always_inline int is_nic_ifindex(__u32 ifindex)
 	return 0;
 }
 
-/* Does NIC n still resolve its gateway (host main table, oif = the NIC)?  0 = yes. */
+/* Does NIC n still resolve its gateway (host main table, oif = the NIC)?  0 = yes.
+ * A NIC the watcher took out (NIC_OUT) is unusable whatever the lookup says; NO_NEIGH (gateway
+ * not resolved yet: bpf_redirect_neigh resolves it) counts as usable only for a NIC that is in. */
 static __always_inline int nic_usable(struct __sk_buff *skb, struct nic_val *n, __u32 family,
 				      struct bpf_redir_neigh *nh)
 {
 	struct bpf_fib_lookup p = {};
 	long rc;
 
-	if (!n->ifindex)
+	if (!n->ifindex || (n->flags & NIC_OUT))
 		return -1;
 	p.ifindex = n->ifindex;
 	/* tot_len stays 0: a set tot_len fails GSO super-packets on the MTU check */
