@@ -81,8 +81,8 @@ options:
       - Gray-failure detection by the NIC watcher (written into the watcher's runtime file).
       - The watcher probes each NIC's gateway (ARP request, or IPv6 neighbour solicitation on a NIC
         without IPv4) every I(interval_ms); a NIC without a reply for I(interval_ms) x I(multiplier),
-        with carrier lost, or whose gateway neighbour entry is FAILED leaves the egress set (eBPF: the
-        NIC_OUT bit of the mn_nics map; kernel mode: its routes in the per-NIC tables). It returns after
+        with carrier lost, or whose gateway neighbour entry is FAILED leaves the egress set (eBPF - the
+        NIC_OUT bit of the mn_nics map; kernel mode - its routes in the per-NIC tables). It returns after
         answering for I(hold_down) seconds, unless dampened (BGP-style penalty per flap).
       - Unset keys take the defaults shown.
     type: dict
