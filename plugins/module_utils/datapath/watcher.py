@@ -359,6 +359,7 @@ class Prober(object):
 
 class Health(threading.Thread):
     """Gray-failure detection (see the module docstring and :mod:`.health`)."""
+    CHECK = 0.02
 
     def __init__(self, path):
         threading.Thread.__init__(self, name="health", daemon=True)
@@ -463,26 +464,25 @@ class Health(threading.Thread):
             self.apply(force=True)
         nxt = time.monotonic()
         while True:
-            for p in self.probers:
-                p.send()
-            nxt += interval
-            while True:
-                socks = [p.sock for p in self.probers if p.sock is not None]
-                wait = nxt - time.monotonic()
-                if wait <= 0:
-                    break
-                if socks:
-                    select.select(socks, [], [], wait)
-                else:
-                    time.sleep(wait)
-                now = time.monotonic()
+            now = time.monotonic()
+            if now >= nxt:
                 for p in self.probers:
-                    if p.receive():
-                        self.detector.reply(p.name, now)
-            if time.monotonic() - nxt > interval:
-                nxt = time.monotonic()   # fell behind (suspended): do not burst
+                    p.send()
+                nxt = nxt + interval if now - nxt < interval else now + interval  # behind: no burst
+            socks = [p.sock for p in self.probers if p.sock is not None]
+            wait = max(0.0, min(nxt - time.monotonic(), self.CHECK))
+            if socks:
+                select.select(socks, [], [], wait)
+            else:
+                time.sleep(wait)
+            now = time.monotonic()
+            for p in self.probers:
+                if p.receive():
+                    self.detector.reply(p.name, now)
+            # liveness is checked every CHECK seconds, not only once a probe interval: a dead NIC
+            # leaves within interval x multiplier + CHECK (+ the map/route write)
             with self.lock:
-                self._transitions(self.detector.tick(time.monotonic()))
+                self._transitions(self.detector.tick(now))
                 if self.cfg["ebpf"]:
                     vers = self._version_dirs(self.base)
                     if vers != self.versions:
