@@ -83,8 +83,12 @@ def reapply_batches(runtime, devs=None):
     return sysctls, batches
 
 
-def reapply(path, devs=None):
+def reapply(path, devs=None, skip=()):
+    """Re-run the runtime commands (of ``devs``, else all) but the batch lines in ``skip`` (the own
+    default routes of NICs the gray-failure detection holds out)."""
     sysctls, batches = reapply_batches(load(path), devs)
+    batches = dict((fam, [x for x in lines if x not in skip]) for fam, lines in batches.items())
+    batches = dict((fam, lines) for fam, lines in batches.items() if lines)
     for key, value in sysctls:
         try:
             with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
@@ -446,6 +450,18 @@ class Health(threading.Thread):
         return [os.path.join(base, d, "maps") for d in sorted(os.listdir(base)) if d.startswith("v-")
                 and os.path.exists(os.path.join(base, d, "maps", "mn_nics"))]
 
+    def skip_lines(self):
+        """Kernel mode: the runtime file's own-default route lines of the NICs that are out."""
+        if not self.enabled or self.cfg["ebpf"]:
+            return set()
+        with self.lock:
+            out = health.effective_out(self.detector.out(), self.names)
+        lines = set()
+        for fam_lines in health.kernel_route_lines(self.cfg, set()).values():
+            lines.update(x for x in fam_lines if "metric %d " % self.cfg["metric_own"] in x and
+                         any(x.endswith(" dev " + n) for n in out))
+        return lines
+
     def reapplied(self):
         """After the runtime commands were re-run (they restore every route): the egress set again."""
         if self.enabled:
@@ -516,7 +532,7 @@ def main(argv=None):
     for line in mon.stdout:
         if hup:
             del hup[:]
-            reapply(args.runtime)
+            reapply(args.runtime, skip=gray.skip_lines())
             gray.reapplied()
         m = LINE.match(line)
         if not m:
@@ -528,12 +544,12 @@ def main(argv=None):
         if line.startswith("Deleted"):
             state.pop(dev, None)
             continue
-        if before is not None and before == (True, True) and now != (True, True):
-            gray.link(dev, False)
+        if now != (True, True):
+            gray.link(dev, False)   # carrier lost or admin down: dead at once (idempotent)
         if now[0] and (before is None or not before[0] or (now[1] and not before[1])):
             watched = load(args.runtime).get("devices", {})
             if dev in watched:
-                reapply(args.runtime, [dev])
+                reapply(args.runtime, [dev], skip=gray.skip_lines())
                 gray.reapplied()
                 if now[1]:
                     announce(load(args.runtime), dev)
