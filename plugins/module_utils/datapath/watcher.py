@@ -364,6 +364,7 @@ class Prober(object):
 class Health(threading.Thread):
     """Gray-failure detection (see the module docstring and :mod:`.health`)."""
     CHECK = 0.02
+    REASSERT = 1.0
 
     def __init__(self, path):
         threading.Thread.__init__(self, name="health", daemon=True)
@@ -375,6 +376,7 @@ class Health(threading.Thread):
         self.detector = None
         self.applied = None
         self.versions = None
+        self.asserted = 0.0
         if not self.cfg:
             return
         names = [n["name"] for n in self.cfg["nics"]]
@@ -499,6 +501,11 @@ class Health(threading.Thread):
             # leaves within interval x multiplier + CHECK (+ the map/route write)
             with self.lock:
                 self._transitions(self.detector.tick(now))
+                if self.applied and now - self.asserted >= self.REASSERT:
+                    # a NIC is out: re-write it every REASSERT s (a role re-run restores the kernel
+                    # routes; the lines are idempotent)
+                    self.asserted = now
+                    self.apply(force=True)
                 if self.cfg["ebpf"]:
                     vers = self._version_dirs(self.base)
                     if vers != self.versions:

@@ -191,3 +191,20 @@ def test_neigh_event_pattern():
     m = W.NEIGH.match("198.18.0.1 dev eth1  FAILED")
     assert m and m.groups() == ("198.18.0.1", "eth1", "FAILED")
     assert W.NEIGH.match("198.18.0.1 dev eth1 lladdr 02:00:00:00:00:01 REACHABLE") is None
+
+
+def test_reapply_after_link_up_leaves_the_own_route_of_a_nic_held_out(plan, tmp_path):
+    sp = datapath_spec.build_spec(plan["lab-r1-h2"], ebpf=False)
+    rt = desired.runtime_commands(sp, "/nonexistent", HL.check_params(None))
+    path = tmp_path / "runtime.json"
+    path.write_text(__import__("json").dumps(rt))
+    gray = W.Health(str(path))
+    assert gray.enabled and gray.skip_lines() == set()
+    gray.detector.down("eth1", 1.0, "test")
+    skip = gray.skip_lines()
+    own = [" ".join(c[1:]) for c in rt["devices"]["eth1"] if c[0] == "-4" and "metric" in c and
+           c[c.index("metric") + 1] == str(datapath_spec.METRIC_OWN)]
+    assert own and set(own) <= skip
+    assert all(line.endswith("dev eth1") for line in skip)
+    dummy, batches = W.reapply_batches(rt, ["eth1"])
+    assert set(own) <= set(batches["-4"])      # what reapply() then filters out with skip
