@@ -72,17 +72,17 @@ def one_run(fab, host, mode, kind, k, hold, traffic):
     t_heal = time.monotonic()
     try:
         G.wait_in(host, mode, timeout=15.0)
+        recover = time.monotonic() - t_heal
     except AssertionError:
-        pass
+        recover = None
     if traffic:
         fab.tor_routes(host)
     for t in threads:
         t.join(60)
     tr = G.transitions(rec.finish(), nic)
     outs = [t for t, s in tr if s is False and t >= t_fault]
-    ins = [t for t, s in tr if s is True and outs and t > outs[0]]
     row = {"detect": (outs[0] - t_fault) if outs else None,
-           "recover": (ins[-1] - t_heal) if ins else None,
+           "recover": recover if outs else None,
            "churn": len([t for t, s in tr if t_fault <= t <= t_heal])}
     if traffic and sorted(results) == ["egress", "ingress"]:
         received, dummy = H.by_end(results)
@@ -117,6 +117,9 @@ def main():
                     for r in range(a.runs):
                         row = one_run(fab, host, mode, kind, a.nic, a.hold, a.traffic)
                         summary.setdefault((kind, mode), []).append(row)
+                        if row["detect"] is None:
+                            with open(os.path.join(host.dir, "watcher.log")) as f:
+                                print("missed; watcher.log tail:\n" + "".join(f.readlines()[-15:]))
                         print("%-10s %-6s run %2d: detect %s s, recover %s s, churn %d%s" % (
                             kind, mode, r + 1, fmt(row["detect"]), fmt(row["recover"]), row["churn"],
                             (", worst stall %.1f s" % row["stall"]) if "stall" in row else ""))
