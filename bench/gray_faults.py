@@ -79,7 +79,12 @@ def one_run(fab, host, mode, kind, k, hold, traffic):
         fab.tor_routes(host)
     for t in threads:
         t.join(60)
-    tr = G.transitions(rec.finish(), nic)
+    samples = rec.finish()
+    tr = G.transitions(samples, nic)
+    if not [t for t, s in tr if s is False]:
+        print("no out sample: %d samples %s..%s, recorder errors %s, last %s" % (
+            len(samples), samples[0][0] - t_fault if samples else None, samples[-1][0] - t_fault if samples else None,
+            rec.errors[-3:], samples[-1][1] if samples else None))
     outs = [t for t, s in tr if s is False and t >= t_fault]
     row = {"detect": (outs[0] - t_fault) if outs else None,
            "recover": recover if outs else None,

@@ -84,14 +84,15 @@ class Recorder(threading.Thread):
         threading.Thread.__init__(self, daemon=True)
         self.host, self.mode, self.period = host, mode, period
         self.samples = []
+        self.errors = []
         self.stop = threading.Event()
 
     def run(self):
         while not self.stop.is_set():
             try:
                 self.samples.append((time.monotonic(), egress_set(self.host, self.mode)))
-            except (RuntimeError, ValueError, IndexError):
-                pass
+            except Exception as e:  # pylint: disable=broad-except  # a sample lost is reported, not fatal
+                self.errors.append("%s: %s" % (type(e).__name__, e))
             self.stop.wait(self.period)
 
     def finish(self):
