@@ -78,7 +78,8 @@ def egress_set(host, mode):
 
 
 class Recorder(threading.Thread):
-    """Samples the egress set every ``period`` s: [(monotonic time, {nic: in})]."""
+    """Samples the egress set every ``period`` s: [(monotonic time at the end of the sample, {nic: in})].
+    A kernel-mode sample (8 ``ip`` calls) takes ~50 ms: times are late by up to that much."""
 
     def __init__(self, host, mode, period=0.05):
         threading.Thread.__init__(self, daemon=True)
@@ -90,7 +91,9 @@ class Recorder(threading.Thread):
     def run(self):
         while not self.stop.is_set():
             try:
-                self.samples.append((time.monotonic(), egress_set(self.host, self.mode)))
+                state = egress_set(self.host, self.mode)
+                # stamped when the sample is complete: a change is never dated before it happened
+                self.samples.append((time.monotonic(), state))
             except Exception as e:  # pylint: disable=broad-except  # a sample lost is reported, not fatal
                 self.errors.append("%s: %s" % (type(e).__name__, e))
             self.stop.wait(self.period)
