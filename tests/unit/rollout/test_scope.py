@@ -197,3 +197,28 @@ def test_journal_with_an_empty_scope_has_no_wave_and_no_tor():
     # without a scope nothing changes: every host, the ToRs of every rack of the waves
     plan, _ev, _notes = jr.open_plan(rec, "a" * 64, hosts=HOSTS, waves_spec=["100%"], rack_tors=RACK_TORS)
     assert plan["order"] == ["h1", "h2", "h3", "h5"] and plan["tors"] == ["r1-tor", "r2-tor", "r3-tor"]
+
+
+def test_report_lists_the_scope_and_every_untouched_host_and_tor(tmp_path):
+    from ansible_collections.netscale.multinic.plugins.module_utils.report import model
+    s = sc.compute(plan_racks(BASE), plan_racks(grown()), ["r1-tor", "r3-tor"], [h["name"] for h in HOSTS], RACK_TORS)
+    r = model.load(str(tmp_path))
+    model.apply_event(r, "preflight", {"plan": "changes: 2 added, 0 removed", "scope": s}, now=1.0)
+    model.apply_event(r, "tor", {"name": "r2-tor", "rack": "r2", "changed": False,
+                                 "status": "unchanged (out of scope, not touched)"}, now=2.0)
+    md = model.render_markdown(r)
+    assert "## Change scope (rollout_scope=changed)" in md
+    assert "| hosts | h2, h5 | none | none | h1, h3 |" in md
+    assert "| ToRs (rendered config) | | r1-tor, r3-tor | none | r2-tor |" in md
+    assert "| r2-tor | r2 | False (unchanged (out of scope, not touched)) |" in md
+    assert "Deployed through the canary and waves with every gate: h2, h5" in md
+    r = model.load(str(tmp_path / "none"))
+    nothing = sc.compute(plan_racks(BASE), plan_racks(BASE), [], ["h1", "h3"], RACK_TORS)
+    model.apply_event(r, "preflight", {"scope": nothing}, now=1.0)
+    md = model.render_markdown(r)
+    assert "Nothing to deploy: no host was added or changed; no wave ran and no gate was evaluated." in md
+    assert "gates passed" in md and "| canary" not in md      # no wave row: no gate reported as passed
+    # the default mode (scope all) renders no scope section
+    r = model.load(str(tmp_path / "all"))
+    model.apply_event(r, "preflight", {"scope": {"mode": "all"}}, now=1.0)
+    assert "Change scope" not in model.render_markdown(r)
