@@ -156,12 +156,14 @@ def scope_lines(scope):
     untouched = scope.get("untouched") or {}
     lines = ["## Change scope (rollout_scope=changed)", "", _esc(scope.get("message", "")), "",
              "| | added | changed | removed | unchanged, not touched |", "|---|---|---|---|---|",
-             "| hosts | %s | %s | %s | %s |" % (names(hosts.get("added")), names(hosts.get("changed")),
-                                              names(hosts.get("removed")), names(untouched.get("hosts"))),
-             "| racks | %s | %s | %s | %s |" % (names(racks.get("added")), names(racks.get("changed")),
-                                              names(racks.get("removed")), names(racks.get("unchanged"))),
-             "| ToRs (rendered config) | | %s | %s | %s |" % (names(tors.get("changed")), names(tors.get("removed")),
-                                                             names(untouched.get("tors"))),
+             "| hosts | %s | %s | %s | %s |" % (
+                 names(hosts.get("added")), names(hosts.get("changed")), names(hosts.get("removed")),
+                 names(untouched.get("hosts"))),
+             "| racks | %s | %s | %s | %s |" % (
+                 names(racks.get("added")), names(racks.get("changed")), names(racks.get("removed")),
+                 names(racks.get("unchanged"))),
+             "| ToRs (rendered config) | | %s | %s | %s |" % (
+                 names(tors.get("changed")), names(tors.get("removed")), names(untouched.get("tors"))),
              ""]
     if not scope.get("deploy"):
         lines += ["Nothing to deploy: no host was added or changed; no wave ran and no gate was evaluated.", ""]

@@ -310,11 +310,11 @@ def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, star
     rid = rec.get("id")
     rack_tors = dict(rack_tors or {})
     new = not rec["waves"]
+    waves = []
     if scope is not None and new:
         deploy = set(scope.get("deploy") or [])
         hosts = [h for h in (hosts or []) if h["name"] in deploy]
     if new and scope is not None and not hosts:
-        waves = []
         if start_wave or skip_tors:
             raise JournalError("rollout %s: rollout_scope=changed has no host to deploy (%s); rollout_start_wave and "
                                "rollout_skip_tors do not apply" % (rid, scope.get("message", "")))

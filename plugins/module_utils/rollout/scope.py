@@ -156,4 +156,3 @@ def read_racks(plan_dir, loader):
             data = loader(f.read()) or {}
         out[data.get("name") or name[:-len(".yml")]] = data
     return out
-
