@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -157,6 +158,11 @@ def tor_dump(node, drop_prefixes=()):
     return out
 
 
+def mentions(text, addr):
+    """``addr`` as a whole address in ``text`` (198.18.0.4 is not in 198.18.0.40)."""
+    return re.search(r"(?<![\w.:])%s(?![\w.:])" % re.escape(addr), text) is not None
+
+
 def report_of(work):
     """report.json of the newest run (reports/<run id>/)."""
     root = os.path.join(str(work), "reports")
@@ -254,3 +260,50 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
     assert rep["preflight"]["scope"]["nothing"] and rep["waves"] == [], rep["preflight"]
     assert rep["run"]["message"].startswith("nothing to deploy"), rep["run"]
     assert all(int(r["changed"]) == 0 for r in recaps(again.stdout).values()), recaps(again.stdout)
+
+    # --- decommission the added host (reachable): drained, host state removed, tombstone, r1's ToR re-rendered
+    gone = NEW_HOSTS[0]
+    no_h2 = grown()
+    no_h2["buildings"][0]["zones"][0]["racks"][0]["hosts"].pop()
+    (work / "no-h2.yml").write_text(yaml.safe_dump(no_h2))
+    r1 = yaml.safe_load(open(os.path.join(str(work), "intended", FABRIC, "plan", "racks", FABRIC + "-r1.yml")))
+    h2 = [h for h in r1["hosts"] if h["name"] == gone][0]
+    # the ToR neighbours of h2 are its containers' per-NIC addresses; its prefix-lists permit its task IPs
+    h2_addrs = sorted(set(n["address"][fam].split("/")[0] for s in h2["slots"] for n in s["nics"] for fam in ("ipv4", "ipv6")))
+    r1_tor = after["nodes"][FABRIC + "-r1-tor"]
+    running = in_node(r1_tor["pid"], "vtysh", "-c", "show running-config")
+    assert all(mentions(running, a) for a in h2_addrs), "h2's neighbours not on its ToR before the decommission"
+    tor_full_before = tor_dump(after["nodes"][UNTOUCHED_TOR])
+    dec = playbook("-i", big, "playbooks/decommission.yml", "-e", json.dumps({
+        "decommission_hosts": [gone], "decommission_topology": str(work / "no-h2.yml"),
+        "fabric_intended_dir": str(work / "intended"), "tor_bgp_intended_dir": str(work / "intended")}))
+    recap = recaps(dec.stdout)
+    assert all(h not in recap for h in OLD_HOSTS), recap
+    assert recap.get(UNTOUCHED_TOR, {"changed": "0"})["changed"] == "0", recap
+    node = lab_state()["nodes"][gone]
+    assert not [n for n in in_node(node["pid"], "ip", "netns", "list").split() if n.startswith("mn-slot")]
+    assert subprocess.run(["nsenter", "-t", str(node["pid"]), "-a", "test", "-e",
+                           "/var/lib/netscale-multinic/datapath.json"], check=False).returncode != 0
+    running = in_node(r1_tor["pid"], "vtysh", "-c", "show running-config")
+    assert [a for a in h2_addrs if mentions(running, a)] == [], "retired host's neighbours still on the ToR"
+    assert not [t for t in (h2["slots"][0]["task_ip"]["ipv4"], h2["slots"][0]["task_ip"]["ipv6"]) if mentions(running, t)]
+    retired = yaml.safe_load(open(os.path.join(str(work), "intended", FABRIC, "plan", "retired.yml")))
+    assert gone in json.dumps(retired)
+    final = lab_state()
+    for h in OLD_HOSTS:
+        assert host_dump(final["nodes"][h]) == hosts_before[h], h
+    assert tor_dump(final["nodes"][UNTOUCHED_TOR]) == tor_full_before
+
+    # --- rack 3 leaves the lab first (its host is gone): decommissioning it reports the host, is not fatal
+    playbook("-i", base, "playbooks/lab.yml", "-e", "lab_topology=%s" % base)
+    assert FABRIC + "-r3-h1" not in lab_state()["nodes"]
+    dec = playbook("-i", str(work / "no-h2.yml"), "playbooks/decommission.yml", "-e", json.dumps({
+        "decommission_racks": [FABRIC + "-r3"], "decommission_topology": base,
+        "fabric_intended_dir": str(work / "intended"), "tor_bgp_intended_dir": str(work / "intended")}))
+    flat = " ".join(dec.stdout.split())
+    assert "NOT removed" in flat and FABRIC + "-r3-h1" in flat.split("NOT removed", 1)[1][:400], flat[-2000:]
+    retired = yaml.safe_load(open(os.path.join(str(work), "intended", FABRIC, "plan", "retired.yml")))
+    assert FABRIC + "-r3" in json.dumps(retired)
+    final = lab_state()
+    for h in OLD_HOSTS:
+        assert host_dump(final["nodes"][h]) == hosts_before[h], h
