@@ -258,7 +258,7 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
     again = rollout(work, "grown.yml", rollout_scope="changed")
     rep = report_of(work)
     assert rep["preflight"]["scope"]["nothing"] and rep["waves"] == [], rep["preflight"]
-    assert rep["run"]["message"].startswith("nothing to deploy"), rep["run"]
+    assert rep["run"]["message"].startswith("scope changed: nothing to deploy"), rep["run"]
     assert all(int(r["changed"]) == 0 for r in recaps(again.stdout).values()), recaps(again.stdout)
 
     # --- decommission the added host (reachable): drained, host state removed, tombstone, r1's ToR re-rendered
