@@ -26,6 +26,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -200,21 +201,28 @@ def rollout(work, topology, **extra):
 
 def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
     base, big = str(work / "base.yml"), str(work / "grown.yml")
+    t0 = time.monotonic()
+    times = {}
     playbook("-i", base, "playbooks/lab.yml", "-e", "lab_topology=%s" % base)
+    times['lab built'] = round(time.monotonic() - t0, 1)
     rollout(work, "base.yml")
     assert report_of(work)["run"]["status"] == "passed"
+    times['base rollout'] = round(time.monotonic() - t0, 1)
 
     state = lab_state()
     pids = dict((n, (nd["pid"], nd.get("daemons"))) for n, nd in state["nodes"].items())
     hosts_before = dict((h, host_dump(state["nodes"][h])) for h in OLD_HOSTS)
     tor_before = tor_dump(state["nodes"][UNTOUCHED_TOR])
+    times['dumps'] = round(time.monotonic() - t0, 1)
 
     playbook("-i", big, "playbooks/lab.yml", "-e", "lab_topology=%s" % big)
+    times['lab grown'] = round(time.monotonic() - t0, 1)
     grown_state = lab_state()
     assert dict((n, p) for n, p in ((n, (nd["pid"], nd.get("daemons"))) for n, nd in grown_state["nodes"].items())
                 if n in pids) == pids, "the lab rebuilt pre-existing nodes"
 
     run = rollout(work, "grown.yml", rollout_scope="changed")
+    times['scoped rollout'] = round(time.monotonic() - t0, 1)
     recap = recaps(run.stdout)
     for h in OLD_HOSTS:
         assert h not in recap, "pre-existing host %s was in a play: %s" % (h, recap.get(h))
@@ -233,14 +241,16 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
     assert [w["hosts"] for w in rep["waves"]] == [[NEW_HOSTS[0]], [NEW_HOSTS[1]]]   # canary, then the fleet
     tors = dict((t["name"], t) for t in rep["tors"])
     assert tors[UNTOUCHED_TOR]["changed"] is False and "not touched" in tors[UNTOUCHED_TOR]["status"]
-    # every gate of the new capacity evaluated and passed; ECMP width = NIC count (2)
-    gates = [g for w in rep["waves"] for g in w["gates"]]
-    for h in NEW_HOSTS:
-        mine = dict((g["gate"], g) for g in gates if g.get("target") == h)
-        assert {"bgp_sessions", "ecmp_width"} <= set(mine), (h, sorted(mine))
+    # every gate of the new capacity evaluated and passed (one host per wave: the ToR gates of the wave are
+    # its host's); BGP sessions = slots x NICs, ECMP width = NIC count (2) for every task IP
+    for w, h in zip(rep["waves"], NEW_HOSTS):
+        mine = dict((g["gate"], g) for g in w["gates"])
+        assert {"sidecars", "bgp_sessions", "ecmp_width"} <= set(mine), (h, sorted(mine))
         assert all(g["verdict"] == "pass" for g in mine.values()), (h, [(g["gate"], g["verdict"]) for g in mine.values()])
-        assert mine["bgp_sessions"]["values"]["established"] == mine["bgp_sessions"]["values"]["expected"] == 2   # 1 slot x 2 NICs
-        assert mine["ecmp_width"]["values"]["at_width"] == mine["ecmp_width"]["values"]["task_routes"] > 0
+        assert mine["sidecars"]["target"] == h
+        assert mine["bgp_sessions"]["values"]["established"] == mine["bgp_sessions"]["values"]["expected"] == 2
+        # each task IP (1 slot, IPv4 + IPv6) has exactly nic_count = 2 FIB next hops on the ToR
+        assert mine["ecmp_width"]["values"]["at_width"] == mine["ecmp_width"]["values"]["task_routes"] == 2
 
     after = lab_state()
     assert dict((n, (nd["pid"], nd.get("daemons"))) for n, nd in after["nodes"].items() if n in pids) == pids
@@ -256,6 +266,7 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
 
     # the same topology again: nothing to deploy, said so, no wave, no ToR configured
     again = rollout(work, "grown.yml", rollout_scope="changed")
+    times['second scoped rollout'] = round(time.monotonic() - t0, 1)
     rep = report_of(work)
     assert rep["preflight"]["scope"]["nothing"] and rep["waves"] == [], rep["preflight"]
     assert rep["run"]["message"].startswith("scope changed: nothing to deploy"), rep["run"]
@@ -278,6 +289,7 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
         "decommission_hosts": [gone], "decommission_topology": str(work / "no-h2.yml"),
         "fabric_intended_dir": str(work / "intended"), "tor_bgp_intended_dir": str(work / "intended")}))
     recap = recaps(dec.stdout)
+    times['decommission host'] = round(time.monotonic() - t0, 1)
     assert all(h not in recap for h in OLD_HOSTS), recap
     assert recap.get(UNTOUCHED_TOR, {"changed": "0"})["changed"] == "0", recap
     node = lab_state()["nodes"][gone]
@@ -296,6 +308,7 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
 
     # --- rack 3 leaves the lab first (its host is gone): decommissioning it reports the host, is not fatal
     playbook("-i", base, "playbooks/lab.yml", "-e", "lab_topology=%s" % base)
+    times['lab shrunk'] = round(time.monotonic() - t0, 1)
     assert FABRIC + "-r3-h1" not in lab_state()["nodes"]
     dec = playbook("-i", str(work / "no-h2.yml"), "playbooks/decommission.yml", "-e", json.dumps({
         "decommission_racks": [FABRIC + "-r3"], "decommission_topology": base,
@@ -307,3 +320,5 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
     final = lab_state()
     for h in OLD_HOSTS:
         assert host_dump(final["nodes"][h]) == hosts_before[h], h
+    times["end"] = round(time.monotonic() - t0, 1)
+    print("scoped rollout e2e phases (s since start): %s" % json.dumps(times))
