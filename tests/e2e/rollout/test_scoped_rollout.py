@@ -279,11 +279,16 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
     (work / "no-h2.yml").write_text(yaml.safe_dump(no_h2))
     r1 = yaml.safe_load(open(os.path.join(str(work), "intended", FABRIC, "plan", "racks", FABRIC + "-r1.yml")))
     h2 = [h for h in r1["hosts"] if h["name"] == gone][0]
-    # the ToR neighbours of h2 are its containers' per-NIC addresses; its prefix-lists permit its task IPs
-    h2_addrs = sorted(set(n["address"][fam].split("/")[0] for s in h2["slots"] for n in s["nics"] for fam in ("ipv4", "ipv6")))
+    # on its ToR, h2 is: a peer-group per slot with the containers' per-NIC IPv6 addresses as neighbours (the
+    # sessions carry both families), a route-map and a prefix-list per slot permitting its task IPs
+    h2_marks = sorted(set([n["address"]["ipv6"] for sl in h2["slots"] for n in sl["nics"]]
+                          + [sl["task_ip"][fam] for sl in h2["slots"] for fam in ("ipv4", "ipv6")]
+                          + ["HOST-%s-S%d" % (gone, sl["slot"]) for sl in h2["slots"]]
+                          + ["PL-TASK-%s-S%d-IPV4" % (gone, sl["slot"]) for sl in h2["slots"]]
+                          + ["RM-HOST-%s-S%d-IPV6-IN" % (gone, sl["slot"]) for sl in h2["slots"]]))
     r1_tor = after["nodes"][FABRIC + "-r1-tor"]
     running = in_node(r1_tor["pid"], "vtysh", "-c", "show running-config")
-    assert all(mentions(running, a) for a in h2_addrs), "h2's neighbours not on its ToR before the decommission"
+    assert [m for m in h2_marks if not mentions(running, m)] == [], "h2 not on its ToR before the decommission"
     tor_full_before = tor_dump(after["nodes"][UNTOUCHED_TOR])
     dec = playbook("-i", big, "playbooks/decommission.yml", "-e", json.dumps({
         "decommission_hosts": [gone], "decommission_topology": str(work / "no-h2.yml"),
@@ -297,8 +302,7 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
     assert subprocess.run(["nsenter", "-t", str(node["pid"]), "-a", "test", "-e",
                            "/var/lib/netscale-multinic/datapath.json"], check=False).returncode != 0
     running = in_node(r1_tor["pid"], "vtysh", "-c", "show running-config")
-    assert [a for a in h2_addrs if mentions(running, a)] == [], "retired host's neighbours still on the ToR"
-    assert not [t for t in (h2["slots"][0]["task_ip"]["ipv4"], h2["slots"][0]["task_ip"]["ipv6"]) if mentions(running, t)]
+    assert [m for m in h2_marks if mentions(running, m)] == [], "retired host's neighbours/prefix-lists on the ToR"
     retired = yaml.safe_load(open(os.path.join(str(work), "intended", FABRIC, "plan", "retired.yml")))
     assert gone in json.dumps(retired)
     final = lab_state()
