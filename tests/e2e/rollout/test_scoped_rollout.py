@@ -56,6 +56,7 @@ BASE = {
 OLD_HOSTS = [FABRIC + "-r1-h1", FABRIC + "-r2-h1"]
 NEW_HOSTS = [FABRIC + "-r1-h2", FABRIC + "-r3-h1"]
 UNTOUCHED_TOR = FABRIC + "-r2-tor"
+TIMES = {}   # phase -> seconds since the test started (printed at teardown, also after a failure)
 
 
 def grown():
@@ -186,6 +187,7 @@ def work(tmp_path_factory):
     try:
         yield d
     finally:
+        print("scoped rollout e2e phases (s since start): %s" % json.dumps(TIMES))
         # the lab by PID from its journal (lab.yml absent); nothing of this fabric may stay
         playbook("-i", str(d / "grown.yml"), "playbooks/lab.yml", "-e", "lab_topology=%s" % (d / "grown.yml"),
                  "-e", "lab_state=absent", check=False)
@@ -202,7 +204,7 @@ def rollout(work, topology, **extra):
 def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
     base, big = str(work / "base.yml"), str(work / "grown.yml")
     t0 = time.monotonic()
-    times = {}
+    times = TIMES
     playbook("-i", base, "playbooks/lab.yml", "-e", "lab_topology=%s" % base)
     times['lab built'] = round(time.monotonic() - t0, 1)
     rollout(work, "base.yml")
@@ -325,4 +327,3 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
     for h in OLD_HOSTS:
         assert host_dump(final["nodes"][h]) == hosts_before[h], h
     times["end"] = round(time.monotonic() - t0, 1)
-    print("scoped rollout e2e phases (s since start): %s" % json.dumps(times))
