@@ -297,6 +297,9 @@ def test_grow_by_a_host_and_a_rack_touches_only_the_new_capacity(work):
         "fabric_intended_dir": str(work / "intended"), "tor_bgp_intended_dir": str(work / "intended")}))
     recap = recaps(dec.stdout)
     times['decommission host'] = round(time.monotonic() - t0, 1)
+    # the drain was confirmed on the ToR before the host state went (gate: none of its task IPs in the FIB)
+    drained = dec.stdout.split("TASK [Gate drained on the ToR", 1)[-1].split("TASK [", 1)[0]
+    assert "ok: [%s -> %s-r1-tor]" % (gone, FABRIC) in drained, drained[:2000]
     assert all(h not in recap for h in OLD_HOSTS), recap
     assert recap.get(UNTOUCHED_TOR, {"changed": "0"})["changed"] == "0", recap
     node = lab_state()["nodes"][gone]
