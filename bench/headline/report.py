@@ -115,13 +115,12 @@ def markdown(results, summary):
             b.get("seconds", "-"), a.get("seconds", "-"), b.get("gbit_per_s", "-"), a.get("gbit_per_s", "-"),
             "%.2fx" % r["speedup"] if "speedup" in r else "-",
             " / ".join("%.0f%%" % (100 * v) for v in a.get("nic_shares", {}).values())))
-    extra = _modes([r for r in summary["transfers"]])
-    extra = [m for m in extra if m in stats.EXTRA_MODES]
+    extra = [m for m in _modes(summary["transfers"]) if m in stats.EXTRA_MODES]
     if extra:
+        head = " | ".join("%s Gbit/s | %s × before | %s shares" % (m, m, m) for m in extra)
         lines += ["", "Other egress placements beside the rollout's default (after = hash ECMP): "
                   + ", ".join(extra) + ".", "",
-                  "| host | transfer | flows | " + " | ".join("%s Gbit/s | %s × before | %s shares" % (m, m, m)
-                                                           for m in extra) + " |",
+                  "| host | transfer | flows | " + head + " |",
                   "|---|---|---|" + "---|---|---|" * len(extra)]
         for r in summary["transfers"]:
             cells = []
