@@ -251,8 +251,9 @@ class BenchLab(object):
 
     # ------------------------------------------------------------ egress policy / MPTCP
     def _host_argv(self, host, argv):
-        """argv in the host's mount and network namespaces (its bpffs pins)."""
-        return ["nsenter", "-t", str(self.pid(host)), "-m", "-n", "--"] + list(argv)
+        """argv in all of the host's namespaces, as the lab's connection (community.docker.nsenter) runs
+        modules: bpftool needs the host's bpffs pins (mount) and its own /proc (pid namespace)."""
+        return ["nsenter", "-t", str(self.pid(host)), "-a", "--"] + list(argv)
 
     def _ecfg_pin(self, host):
         out = sh(self._host_argv(host, ["ls", BPF_PINS])).split()
