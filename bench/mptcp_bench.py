@@ -14,6 +14,7 @@ usage: bench/mptcp_bench.py [--runs 10] [--seconds 4] [--rows tcp1,mptcp1,tcp8,m
        [--mode ebpf|kernel] [--json FILE]
 """
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -47,6 +48,19 @@ def one(fab, host, row, reverse, seconds, port):
             "shares": dict((k, round(v, 4)) for k, v in sorted(shares.items()))}
 
 
+def v4_only(data):
+    """The host's plan entry without IPv6 (NIC addresses, gateways, subnets, slot addresses, task IPs)."""
+    d = copy.deepcopy(data)
+    for n in d["nics"]:
+        for k in ("address", "gateway", "subnet"):
+            n.get(k, {}).pop("ipv6", None)
+    for s in d["slots"]:
+        s.get("task_ip", {}).pop("ipv6", None)
+        for sn in s.get("nics", []):
+            sn.get("address", {}).pop("ipv6", None)
+    return d
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--runs", type=int, default=10)
@@ -54,16 +68,23 @@ def main():
     ap.add_argument("--rows", default=",".join(ROWS))
     ap.add_argument("--mode", choices=["ebpf", "kernel"], default="ebpf")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--ipv4-only", action="store_true",
+                    help="deploy the host from its plan without IPv6: 4 subflow endpoints leave room for the task "
+                         "IP's backup endpoint (a 4-NIC dual-stack slot needs all 8 the kernel holds)")
     args = ap.parse_args()
     rows = args.rows.split(",")
     fab = H.Fabric(hosts=(HOST,), tbf="200mbit", prefix="mnp")
-    results = {"host": HOST, "mode": args.mode, "runs": args.runs, "seconds": args.seconds, "tbf": "200mbit",
+    results = {"host": HOST, "mode": args.mode, "ipv4_only": args.ipv4_only, "runs": args.runs,
+               "seconds": args.seconds, "tbf": "200mbit",
                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_start": os.getloadavg()[0],
                "samples": dict(("%s/%s" % (d, r), []) for d in ("egress", "ingress") for r in rows)}
     try:
         host = fab.host(HOST)
-        host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True)
-        assert host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True)["changes"] == []
+        data = v4_only(host.data) if args.ipv4_only else None
+        host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True, host=data)
+        assert host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True, host=data)["changes"] == []
+        results["endpoints"] = H.sh(["ip", "-n", host.slot_ns(1), "mptcp", "endpoint", "show"]).stdout.splitlines()
+        print("slot 1 MPTCP endpoints: %s" % results["endpoints"], flush=True)
         fab.mptcp_storage()
         port = 5400
         for i in range(args.runs):
