@@ -92,8 +92,8 @@ def backup_endpoints(spec, slot):
     The first subflow of a connection is the application's own, from the task IP, and lands on the NIC
     the workload's (egress) or the ToR's (ingress) hash picks, beside that NIC's pinned subflow. Marked
     backup (MP_PRIO to the peer), neither end's scheduler sends data on it while a per-NIC subflow
-    works: each NIC then carries exactly one data subflow. Measured (bench/mptcp_bench.py): one
-    connection 3.47-3.91x one NIC ingress without it, 3.79x or more in every run with it."""
+    works: each NIC then carries exactly one data subflow. Measured (bench/mptcp_bench.py, 3 s runs): one
+    connection ingress median 3.65x -> 3.80x one NIC, worst run 3.46x -> 3.57x (docs/performance.md)."""
     tips = [slot["task_" + fam] for fam in spec["families"] if slot.get("task_" + fam)]
     if len(endpoints(spec, slot)) + len(tips) > MAX_ENDPOINTS:
         return []
