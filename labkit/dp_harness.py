@@ -73,9 +73,9 @@ class Host(object):
         o.update(kw)
         return o
 
-    def core(self, action="apply", ebpf=True, host=None, check=True, mptcp=False, **opts):
+    def core(self, action="apply", ebpf=True, host=None, check=True, mptcp=False, numa=None, **opts):
         req = {"host": self.data if host is None else host, "netns_names": self.netns_names, "ebpf": ebpf,
-               "mptcp": mptcp, "options": self.options(**opts), "action": action}
+               "mptcp": mptcp, "numa": numa, "options": self.options(**opts), "action": action}
         path = os.path.join(self.dir, "req.json")
         with open(path, "w") as f:
             json.dump(req, f)

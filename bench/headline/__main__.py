@@ -81,6 +81,11 @@ def parse(argv):
                     help="paced = offered load of --surge-load x one NIC's rate; greedy = unpaced TCP")
     ap.add_argument("--surge-load", type=float, default=2.0, help="paced surge load, in NIC rates")
     ap.add_argument("--chunk-mb", type=float, default=0.5, help="checkpoint chunk size per request")
+    ap.add_argument("--modes", default="before,after,least_loaded,mptcp",
+                    help="before, after (rollout as deployed: hash ECMP), least_loaded (after with that egress "
+                         "policy), mptcp (after with MPTCP sockets; host deployed with host_datapath_mptcp)")
+    ap.add_argument("--checkpoint-all-modes", action="store_true",
+                    help="also run the 32-flow checkpoint in least_loaded and mptcp (default: before/after only)")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--settle", type=float, default=1.0)
     ap.add_argument("--port", type=int, default=47001)
@@ -91,6 +96,10 @@ def parse(argv):
     a.few_size = a.few_size_mb * MB
     a.read_bytes = int(a.read_mb * MB)
     a.few_flows = [int(x) for x in a.few_flows.split(",") if x.strip()]
+    a.modes = [x for x in a.modes.split(",") if x.strip()]
+    bad = [m for m in a.modes if m not in ("before", "after", "least_loaded", "mptcp")]
+    if bad or "before" not in a.modes:
+        ap.error("--modes: %r; want before plus any of after, least_loaded, mptcp" % (a.modes,))
     a.surge_variants = [x for x in a.surge_variants.split(",") if x.strip()]
     a.chunk = int(a.chunk_mb * MB)
     a.rate_bits = rate_bits(a.rate)
@@ -121,7 +130,7 @@ def main(argv=None):
                "params": {k: getattr(o, k) for k in ("rate", "family", "size", "flows", "few_flows", "few_size",
                                                      "read_bytes", "readers", "read_window", "surge_flows",
                                                      "surge_warmup", "surge_variants", "surge_load", "chunk",
-                                                     "reps", "settle")},
+                                                     "reps", "settle", "modes")},
                "hosts": {h: len(blab.nics(h)) for h in hosts},
                "datapath": {h: blab.datapath_mode(h) for h in hosts},
                "modes": {"before": "workload default route over NIC 0 only; sidecars drained (no task route on the "
@@ -135,7 +144,9 @@ def main(argv=None):
     runner = Runner(blab, o, log=lambda m: print(m, flush=True))
     errors = []
     try:
-        with Server(blab, o.port, work):
+        with Server(blab, o.port, work), Server(blab, o.port + 1, work, mptcp="mptcp" in o.modes):
+            if "mptcp" in o.modes:
+                blab.storage_mptcp()
             for h in hosts:
                 s = set(x for x in scen if x == "checkpoint")
                 if "few_flows" in scen and h in few_hosts:

@@ -21,7 +21,8 @@ Run inside lab network namespaces with ``nsenter --net=... python flows.py <comm
 ``surge``  ``--streams`` connections receiving a stream for ``--duration`` seconds, optionally
            paced by the sender (``--pace`` bytes/s per stream): a surge of a given offered load.
 
-Every client prints one JSON document on stdout.
+Every client prints one JSON document on stdout. ``--mptcp`` (every command) uses MPTCP sockets
+(``IPPROTO_MPTCP``; a server started with it also accepts plain TCP, which falls back).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)
 LOWAT = 256 << 10
 LOWAT_ON = False
 ZEROS = memoryview(bytes(CHUNK))
+IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
+PROTO = [0]  # socket protocol of every socket: 0 (TCP) or IPPROTO_MPTCP (--mptcp)
 
 
 def _recv_exact(sock, n):
@@ -110,7 +113,7 @@ def _serve_one(conn):
 
 
 def serve(port):
-    srv = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    srv = socket.socket(socket.AF_INET6, socket.SOCK_STREAM, PROTO[0])
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
     srv.bind(("::", port))
@@ -123,7 +126,17 @@ def serve(port):
 
 # ------------------------------------------------------------------ clients
 def _connect(target, port, timeout=30.0):
-    sock = socket.create_connection((target, port), timeout=timeout)
+    if not PROTO[0]:
+        sock = socket.create_connection((target, port), timeout=timeout)
+    else:
+        fam = socket.AF_INET6 if ":" in target else socket.AF_INET
+        sock = socket.socket(fam, socket.SOCK_STREAM, PROTO[0])
+        sock.settimeout(timeout)
+        try:
+            sock.connect((target, port))
+        except OSError:
+            sock.close()
+            raise
     sock.settimeout(None)
     return sock
 
@@ -289,6 +302,7 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("serve")
     p.add_argument("--port", type=int, required=True)
+    p.add_argument("--mptcp", action="store_true")
     for name in ("xfer", "reads", "surge"):
         p = sub.add_parser(name)
         p.add_argument("--target", required=True)
@@ -300,7 +314,9 @@ def main(argv=None):
         p.add_argument("--chunk", type=int, default=2 << 20)
         p.add_argument("--op", choices=["put", "get"], default="put")
         p.add_argument("--pace", type=int, default=0, help="bytes/s per stream (SO_MAX_PACING_RATE), 0 = none")
+        p.add_argument("--mptcp", action="store_true", help="MPTCP sockets")
     a = ap.parse_args(argv)
+    PROTO[0] = IPPROTO_MPTCP if a.mptcp else 0
     if a.cmd == "serve":
         serve(a.port)
         return 0

@@ -10,6 +10,15 @@
            and reaches the task IP through NIC 0's connected subnet (the host proxies it on NIC 0).
 Switching touches only the workload namespaces' default routes and the drain file, and
 ``restore()`` puts both back exactly as found.
+
+Two more "after" variants (issue 14 item 5), both on the same deployment:
+"least_loaded" = "after" with the host's egress policy least_loaded: the one map entry
+           ``host_datapath_egress_policy: least_loaded`` writes (``mn_ecfg``), set with bpftool in the
+           host and put back by ``restore()``;
+"mptcp"    = "after" with the workload's sockets MPTCP (the bench's clients open IPPROTO_MPTCP
+           sockets, as ``mptcpize run`` does): needs the host deployed in MPTCP mode
+           (``host_datapath_mptcp: true``; playbooks/bench.yml deploys so) and the storage node
+           accepting joins (``ip mptcp limits`` set here and restored).
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 DRAIN_FILE = "/run/netscale-vipinjector/drain"
+BPF_PINS = "/sys/fs/bpf/netscale-multinic"
+POLICY_CODES = {"hash": 0, "least_loaded": 1}
+AFTER_MODES = ("after", "least_loaded", "mptcp")
 
 
 class BenchError(Exception):
@@ -99,6 +111,8 @@ class BenchLab(object):
         self.saved_routes = {}
         self.saved_qdiscs = {}
         self.drained = {}
+        self.saved_ecfg = {}
+        self.saved_sto_limits = None
 
     # ------------------------------------------------------------ names
     def host(self, name):
@@ -217,8 +231,15 @@ class BenchLab(object):
             if (host, s) not in self.saved_routes:
                 self.saved_routes[(host, s)] = self._default_routes(path)
             for fam, route in self.saved_routes[(host, s)].items():
-                want = route if mode == "after" else single_nic_route(route, nic0_veth)
+                want = route if mode in AFTER_MODES else single_nic_route(route, nic0_veth)
                 sh(self.in_ns(path, route_argv(fam, want)))
+        if mode == "least_loaded":
+            self.set_policy(host, "least_loaded")
+        elif host in self.saved_ecfg:
+            self.set_policy(host, "hash")   # every other mode: the rollout's default policy
+        if mode == "mptcp":
+            for s in slots:
+                self.check_mptcp(host, s)
         if mode == "before":
             if host not in self.drained:
                 self.drained[host] = os.path.exists(drain)
@@ -228,8 +249,66 @@ class BenchLab(object):
             os.unlink(drain)
         return self.wait_paths(host, slots, len(h["nics"]), timeout)
 
+    # ------------------------------------------------------------ egress policy / MPTCP
+    def _host_argv(self, host, argv):
+        """argv in all of the host's namespaces, as the lab's connection (community.docker.nsenter) runs
+        modules: bpftool needs the host's bpffs pins (mount) and its own /proc (pid namespace)."""
+        return ["nsenter", "-t", str(self.pid(host)), "-a", "--"] + list(argv)
+
+    def _ecfg_pin(self, host):
+        out = sh(self._host_argv(host, ["ls", BPF_PINS])).split()
+        versions = sorted(v for v in out if v.startswith("v-"))
+        if not versions:
+            raise BenchError("host %s has no eBPF datapath pinned under %s: the least_loaded mode needs eBPF mode"
+                             % (host, BPF_PINS))
+        return "%s/%s/maps/mn_ecfg" % (BPF_PINS, versions[-1])
+
+    def set_policy(self, host, policy):
+        """Write the egress policy code into the host's mn_ecfg[0] (idle expiry kept)."""
+        pin = self._ecfg_pin(host)
+        dump = json.loads(sh(self._host_argv(host, ["bpftool", "-j", "map", "dump", "pinned", pin])) or "[]")
+        value = [int(x, 16) for x in dump[0]["value"]]
+        if host not in self.saved_ecfg:
+            self.saved_ecfg[host] = (pin, list(value))
+        value[0:4] = list(POLICY_CODES[policy].to_bytes(4, "little"))
+        sh(self._host_argv(host, ["bpftool", "map", "update", "pinned", pin, "key", "hex", "00", "00", "00", "00",
+                                  "value", "hex"] + ["%02x" % b for b in value]))
+
+    def check_mptcp(self, host, slot):
+        path = self.workload_ns(host, slot)
+        eps = sh(self.in_ns(path, ["ip", "mptcp", "endpoint", "show"])).strip()
+        if not eps:
+            raise BenchError("host %s slot %d has no MPTCP endpoints: deploy it with host_datapath_mptcp: true "
+                             "(playbooks/bench.yml does unless bench_mptcp is false)" % (host, slot))
+        return eps
+
+    def storage_mptcp(self, subflows=8):
+        """The storage node accepts up to ``subflows`` joins per connection (kernel default 2)."""
+        argv = self.in_ns(self.storage_ns(), ["ip", "mptcp", "limits", "show"])
+        if self.saved_sto_limits is None:
+            self.saved_sto_limits = sh(argv).split()
+        sh(self.in_ns(self.storage_ns(), ["sysctl", "-q", "-w", "net.mptcp.enabled=1"]))
+        sh(self.in_ns(self.storage_ns(), ["ip", "mptcp", "limits", "set", "subflows", str(subflows),
+                                          "add_addr_accepted", "0"]))
+
     def restore(self):
         errors = []
+        for host, (pin, value) in list(self.saved_ecfg.items()):
+            try:
+                sh(self._host_argv(host, ["bpftool", "map", "update", "pinned", pin, "key", "hex", "00", "00", "00",
+                                          "00", "value", "hex"] + ["%02x" % b for b in value]))
+            except Exception as exc:  # pylint: disable=broad-except
+                errors.append("egress policy %s: %s" % (host, exc))
+        self.saved_ecfg.clear()
+        if self.saved_sto_limits:
+            words = self.saved_sto_limits
+            try:
+                lim = dict(zip(words[0::2], words[1::2]))
+                sh(self.in_ns(self.storage_ns(), ["ip", "mptcp", "limits", "set", "subflows", lim["subflows"],
+                                                  "add_addr_accepted", lim["add_addr_accepted"]]))
+            except Exception as exc:  # pylint: disable=broad-except
+                errors.append("storage mptcp limits: %s" % exc)
+            self.saved_sto_limits = None
         for (host, s), routes in list(self.saved_routes.items()):
             try:
                 path = self.workload_ns(host, s)

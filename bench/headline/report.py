@@ -43,6 +43,11 @@ def summarize(results):
             "targets": stats.targets(rows, reads, results["params"]["flows"], nics)}
 
 
+def _modes(rows):
+    """The modes present in rows, in the order of stats.MODES."""
+    return [m for m in stats.MODES if any(m in r for r in rows)]
+
+
 def _label(row):
     what = {"egress": "save", "ingress": "load"}[row["direction"]]
     return "%s\n%s %d fl" % (row["host"], what, row["flows"])
@@ -54,18 +59,18 @@ def plots(results, summary):
     main = [r for r in rows if r["scenario"] == "checkpoint"]
     out["throughput.svg"] = svg.grouped_bars(
         [_label(r) for r in main],
-        [(m, [r.get(m, {}).get("gbit_per_s") for r in main]) for m in ("before", "after")],
+        [(m, [r.get(m, {}).get("gbit_per_s") for r in main]) for m in _modes(main)],
         "Checkpoint save/load throughput, before (NIC 0 only) and after the rollout", "Gbit/s", "%.2f")
     few = [r for r in rows if r["scenario"] in ("few_flows", "checkpoint")
            and any(x["scenario"] == "few_flows" and x["host"] == r["host"] for x in rows)]
     if few:
         out["few_flows.svg"] = svg.grouped_bars(
             [_label(r) for r in few],
-            [(m, [r.get(m, {}).get("gbit_per_s") for r in few]) for m in ("before", "after")],
-            "Throughput by number of flows (hash-based ECMP)", "Gbit/s", "%.2f")
+            [(m, [r.get(m, {}).get("gbit_per_s") for r in few]) for m in _modes(few)],
+            "Throughput by number of flows (after = hash ECMP; least_loaded; MPTCP)", "Gbit/s", "%.2f")
     share_rows = []
     for r in rows:
-        for m in ("before", "after"):
+        for m in stats.MODES:
             if m in r:
                 share_rows.append(("%s %s %s %dfl" % (r["host"], {"egress": "save", "ingress": "load"}[r["direction"]],
                                                       m, r["flows"]), r[m]["nic_shares"]))
@@ -110,10 +115,27 @@ def markdown(results, summary):
             b.get("seconds", "-"), a.get("seconds", "-"), b.get("gbit_per_s", "-"), a.get("gbit_per_s", "-"),
             "%.2fx" % r["speedup"] if "speedup" in r else "-",
             " / ".join("%.0f%%" % (100 * v) for v in a.get("nic_shares", {}).values())))
+    extra = [m for m in _modes(summary["transfers"]) if m in stats.EXTRA_MODES]
+    if extra:
+        head = " | ".join("%s Gbit/s | %s × before | %s shares" % (m, m, m) for m in extra)
+        lines += ["", "Other egress placements beside the rollout's default (after = hash ECMP): "
+                  + ", ".join(extra) + ".", "",
+                  "| host | transfer | flows | " + head + " |",
+                  "|---|---|---|" + "---|---|---|" * len(extra)]
+        for r in summary["transfers"]:
+            cells = []
+            for m in extra:
+                x = r.get(m, {})
+                cells += [str(x.get("gbit_per_s", "-")),
+                          "%.2fx" % r["speedup_" + m] if "speedup_" + m in r else "-",
+                          " / ".join("%.0f%%" % (100 * v) for v in x.get("nic_shares", {}).values()) or "-"]
+            lines.append("| %s | %s | %d | %s |" % (
+                r["host"], "save (egress)" if r["direction"] == "egress" else "load (ingress)", r["flows"],
+                " | ".join(cells)))
     lines += ["", "| job reads under | mode | reads | p50 s | p90 s | p99 s | max s | surge got Gbit/s |",
               "|---|---|---|---|---|---|---|---|"]
     for label, d in summary["reads"].items():
-        for mode in ("before", "after"):
+        for mode in stats.MODES:
             s = d.get(mode)
             got = [e["gbit_per_s"] for e in d.get("surge", {}).get(mode, [])]
             if s and s.get("n"):

@@ -21,15 +21,16 @@ FLOWS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flows.py")
 class Server(object):
     """flows.py serve in the storage node's network namespace, killed by its recorded PID."""
 
-    def __init__(self, blab, port, workdir):
+    def __init__(self, blab, port, workdir, mptcp=False):
         self.blab = blab
         self.port = port
+        self.mptcp = mptcp
         self.log_path = os.path.join(workdir, "server-%d.log" % port)
         self.proc = None
 
     def __enter__(self):
         logf = open(self.log_path, "wb")  # pylint: disable=consider-using-with
-        serve = [sys.executable, FLOWS, "serve", "--port", str(self.port)]
+        serve = [sys.executable, FLOWS, "serve", "--port", str(self.port)] + (["--mptcp"] if self.mptcp else [])
         self.proc = subprocess.Popen(self.blab.in_ns(self.blab.storage_ns(), serve),
                                      stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -65,6 +66,10 @@ class Runner(object):
         self.children = []
 
     # -------------------------------------------------------------- helpers
+    def port(self, mode):
+        """The storage server's port for a mode: MPTCP clients use the MPTCP server (port + 1)."""
+        return self.o.port + (1 if mode == "mptcp" else 0)
+
     def client(self, host, slot, args, timeout):
         argv = self.blab.in_ns(self.blab.workload_ns(host, slot), [sys.executable, FLOWS] + args)
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
@@ -77,9 +82,9 @@ class Runner(object):
 
     def transfer(self, host, mode, rep, scenario, op, flows, nbytes):
         c0 = self.blab.counters(host)
-        res = self.client(host, 1, ["xfer", "--target", self.target(), "--port", str(self.o.port), "--op", op,
-                                    "--bytes", str(nbytes), "--streams", str(flows), "--chunk", str(self.o.chunk)],
-                          timeout=self.o.timeout)
+        res = self.client(host, 1, ["xfer", "--target", self.target(), "--port", str(self.port(mode)), "--op", op,
+                                    "--bytes", str(nbytes), "--streams", str(flows), "--chunk", str(self.o.chunk)]
+                          + (["--mptcp"] if mode == "mptcp" else []), timeout=self.o.timeout)
         c1 = self.blab.counters(host)
         if not res["ok"]:
             bad = [x for x in res["per_stream"] if not x.get("ok")]
@@ -107,18 +112,24 @@ class Runner(object):
         pace = 0
         if variant == "paced":
             pace = int(o.surge_load * o.rate_bits / 8 / o.surge_flows)
+        # MPTCP sockets take no SO_MAX_PACING_RATE (EOPNOTSUPP): in mode mptcp the paced surge stays plain
+        # TCP (the reads are MPTCP); the greedy surge is MPTCP too
+        surge_mptcp = mode == "mptcp" and not pace
         argv = self.blab.in_ns(self.blab.workload_ns(host, 2),
-                               [sys.executable, FLOWS, "surge", "--target", self.target(), "--port", str(o.port),
-                                "--streams", str(o.surge_flows), "--duration", str(total), "--pace", str(pace)])
+                               [sys.executable, FLOWS, "surge", "--target", self.target(),
+                                "--port", str(o.port + (1 if surge_mptcp else 0)),
+                                "--streams", str(o.surge_flows), "--duration", str(total), "--pace", str(pace)]
+                               + (["--mptcp"] if surge_mptcp else []))
         c0 = self.blab.counters(host)
         surge = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  start_new_session=True)
         self.children.append(surge)
         try:
             time.sleep(o.surge_warmup)
-            res = self.client(host, 1, ["reads", "--target", self.target(), "--port", str(o.port),
+            res = self.client(host, 1, ["reads", "--target", self.target(), "--port", str(self.port(mode)),
                                         "--bytes", str(o.read_bytes), "--readers", str(o.readers),
-                                        "--duration", str(o.read_window)], timeout=o.read_window + 120)
+                                        "--duration", str(o.read_window)] + (["--mptcp"] if mode == "mptcp" else []),
+                              timeout=o.read_window + 120)
             out, err = surge.communicate(timeout=total + 60)
         finally:
             if surge.poll() is None:
@@ -134,6 +145,7 @@ class Runner(object):
         nic_bytes = {n: d["rx"] for n, d in delta.items()}
         secs = [s["seconds"] for s in res["samples"]]
         entry = {"host": host, "nics": len(nic_bytes), "mode": mode, "rep": rep, "surge": variant,
+                 "surge_mptcp": surge_mptcp,
                  "surge_offered_gbit_per_s": round(pace * 8 * o.surge_flows / 1e9, 4) if pace else None,
                  "read_bytes": o.read_bytes,
                  "readers": o.readers, "surge_flows": o.surge_flows, "window": o.read_window,
@@ -153,14 +165,15 @@ class Runner(object):
         nics = len(self.blab.nics(host))
         slots = [1, 2]
         self.blab.set_rate(host, o.rate)
+        modes = list(o.modes) if nics > 1 else [m for m in o.modes if m in ("before", "after")]
         for rep in range(o.reps):
-            order = ("before", "after") if rep % 2 == 0 else ("after", "before")
+            order = modes if rep % 2 == 0 else list(reversed(modes))
             for mode in order:
                 paths = self.blab.set_mode(host, slots, mode)
                 hops = sorted(set(paths.values()))
                 self.log("%s (%d NICs) rep %d: %s (ToR next hops %s)" % (host, nics, rep + 1, mode, hops))
                 time.sleep(o.settle)
-                if "checkpoint" in scenarios:
+                if "checkpoint" in scenarios and (mode in ("before", "after") or o.checkpoint_all_modes):
                     self.transfer(host, mode, rep, "checkpoint", "put", o.flows, o.size)
                     self.transfer(host, mode, rep, "checkpoint", "get", o.flows, o.size)
                 if "few_flows" in scenarios:

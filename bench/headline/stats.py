@@ -80,8 +80,17 @@ def summarize_transfers(runs):
             }
         if "before" in row and "after" in row and row["after"]["seconds"] > 0:
             row["speedup"] = round(row["before"]["seconds"] / row["after"]["seconds"], 2)
+        for mode in EXTRA_MODES:
+            if "before" in row and mode in row and row[mode]["seconds"] > 0:
+                row["speedup_" + mode] = round(row["before"]["seconds"] / row[mode]["seconds"], 2)
         rows.append(row)
     return rows
+
+
+# "after" variants beside the rollout's default (hash): the same deployment with the egress policy
+# least_loaded, and with the workload's sockets MPTCP (the host deployed in MPTCP mode).
+EXTRA_MODES = ("least_loaded", "mptcp")
+MODES = ("before", "after") + EXTRA_MODES
 
 
 def _sort_key(key):
@@ -108,6 +117,10 @@ def summarize_reads(samples_by):
         if b.get("n") and a.get("n"):
             modes["p99_after_over_before"] = round(a["p99"] / b["p99"], 4) if b["p99"] else None
             modes["p50_after_over_before"] = round(a["p50"] / b["p50"], 4) if b["p50"] else None
+        for mode in EXTRA_MODES:
+            x = modes.get(mode, {})
+            if b.get("n") and x.get("n"):
+                modes["p99_%s_over_before" % mode] = round(x["p99"] / b["p99"], 4) if b["p99"] else None
     return out
 
 
@@ -133,4 +146,12 @@ def targets(transfer_rows, read_summary, flows_main, read_nics=None):
             continue
         out.append({"name": "job read p99 after/before, %s (%d NICs)" % (label, nics),
                     "value": ratio, "target": "<= 0.25", "pass": ratio <= 0.25})
+    for label, modes in read_summary.items():
+        if (read_nics or {}).get(label) != 4:
+            continue
+        for mode in EXTRA_MODES:
+            ratio = modes.get("p99_%s_over_before" % mode)
+            if ratio is not None:
+                out.append({"name": "job read p99 %s/before, %s (4 NICs)" % (mode, label),
+                            "value": ratio, "target": "<= 0.25", "pass": ratio <= 0.25})
     return out

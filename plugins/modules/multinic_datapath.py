@@ -123,6 +123,32 @@ options:
         description: Ceiling of the penalty (bounds the suppression to half_life x log2(max_penalty / reuse)).
         type: int
         default: 4000
+  slot_numa:
+    description:
+      - NUMA preference (eBPF mode, optional). The NUMA node of each task slot's workload, a mapping
+        slot number -> node; -1 or a missing slot = unknown (no preference for it).
+      - A slot whose node holds some but not all of the NICs sends its new flows from the task IP out
+        of those local NICs. It spills to the other NICs only when no local NIC is usable, or (with
+        I(egress_policy=least_loaded)) when the local NICs are saturated, see I(numa_spill_flows).
+        Under C(hash) the workload's flows that hash onto a remote NIC go to a local NIC by flow hash.
+      - Empty (the default) = no preference. Kernel forwarding ignores it.
+    type: dict
+    default: {}
+  nic_numa:
+    description:
+      - NUMA node per NIC, a mapping NIC name -> node, overriding what the host reports in
+        C(/sys/class/net/<nic>/device/numa_node) (-1 or absent = unknown; virtual NICs report none).
+        For labs and for hosts whose firmware reports no node.
+    type: dict
+    default: {}
+  numa_spill_flows:
+    description:
+      - With I(egress_policy=least_loaded) and I(slot_numa), the local NICs count as saturated, and a
+        new flow goes to the least loaded NIC of all, when the least loaded usable local NIC carries at
+        least this many active flows more than the least loaded usable remote NIC.
+        0 = place on all NICs by load as soon as the local ones carry more.
+    type: int
+    default: 4
   sysctl_file:
     description: sysctl.d file holding the persisted global sysctls.
     type: path
@@ -170,11 +196,28 @@ egress_policy:
   description: The egress policy in effect (C(hash) in kernel mode whatever was asked).
   returned: when state is present
   type: str
+numa:
+  description:
+    - The NUMA preference in effect (C(nic_nodes), C(slot_nodes), C(spill_flows), and C(local_masks), per
+      slot with a preference the bit mask of its local NIC indexes); empty without I(slot_numa).
+  returned: when state is present
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as datapath_spec
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import facts as datapath_facts
+
+
+def _numa(p):
+    """The NUMA preference for build_spec (None without slot_numa): NIC nodes from sysfs, overridden."""
+    if not p["slot_numa"]:
+        return None
+    names = [n.get("name") for n in (p["host"] or {}).get("nics", []) if isinstance(n, dict)]
+    nodes = datapath_facts.nic_numa_nodes([n for n in names if n])
+    nodes.update(p["nic_numa"] or {})
+    return {"nic_numa": nodes, "slot_numa": p["slot_numa"], "spill_flows": p["numa_spill_flows"]}
 
 
 def main():
@@ -189,6 +232,9 @@ def main():
             manage_nic_addresses=dict(type="bool", default=True),
             egress_policy=dict(type="str", choices=list(datapath_spec.EGRESS_POLICIES),
                                default=datapath_spec.EGRESS_DEFAULT),
+            slot_numa=dict(type="dict", default={}),
+            nic_numa=dict(type="dict", default={}),
+            numa_spill_flows=dict(type="int", default=datapath_spec.NUMA_SPILL_FLOWS),
             state_dir=dict(type="path", default="/var/lib/netscale-multinic"),
             sysctl_file=dict(type="path", default="/etc/sysctl.d/90-netscale-multinic.conf"),
             bpffs_root=dict(type="path", default="/sys/fs/bpf"),
@@ -218,7 +264,7 @@ def main():
                 module.exit_json(changed=False, changes=[], mode="absent")
             changes = dp.remove(check_mode=module.check_mode)
         else:
-            sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"], mptcp=p["mptcp"])
+            sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"], mptcp=p["mptcp"], numa=_numa(p))
             dp = core.Datapath(sp, opts)
             changes = dp.apply(check_mode=module.check_mode)
     except MultinicError as e:
@@ -228,6 +274,10 @@ def main():
     extra = {}
     if p["state"] == "present":
         extra["egress_policy"] = datapath_spec.check_egress_policy(p["egress_policy"], p["ebpf"])
+        extra["numa"] = sp.get("numa") or {}
+        if extra["numa"] and not p["ebpf"]:
+            module.warn("slot_numa needs the eBPF datapath; kernel forwarding (ebpf=false) ignores the NUMA "
+                        "preference. Fix: unset host_datapath_slot_numa for this host, or host_datapath_ebpf: true.")
         if extra["egress_policy"] != p["egress_policy"]:
             module.warn("egress_policy=%s needs the eBPF datapath; kernel forwarding (ebpf=false) hashes flows "
                         "over the NICs. Fix: set host_datapath_egress_policy: hash for this host, or "

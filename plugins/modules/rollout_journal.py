@@ -88,6 +88,12 @@ options:
     description: GPU hosts in this job's inventory (an AWX slice); waves are restricted to them. Omit for all.
     type: list
     elements: str
+  scope:
+    description: >-
+      Change scope (the C(scope) of M(netscale.multinic.rollout_scope), C(rollout_scope=changed)); omit for every
+      host. A new journal freezes waves of the scope's C(deploy) hosts only (none - no wave, nothing to deploy) and
+      the plan's C(tors) are the scope's C(tors.changed); a resume keeps the scope the first job recorded.
+    type: dict
   meta:
     description: Job facts kept in the journal (AWX job id, user, check mode).
     type: dict
@@ -207,6 +213,7 @@ def main():
             allow_plan_change=dict(type="bool", default=False),
             skip_tors=dict(type="bool", default=False),
             present=dict(type="list", elements="str"),
+            scope=dict(type="dict"),
             meta=dict(type="dict", default={}),
             record=dict(type="str", choices=["host", "tor", "wave", "gate", "event"]),
             data=dict(type="dict", default={}),
@@ -244,7 +251,7 @@ def main():
                     rec, phash, hosts=p["hosts"], canary=p["canary"], waves_spec=p["waves"],
                     start_wave=p["start_wave"] or None, end_wave=p["end_wave"] or None,
                     allow_plan_change=p["allow_plan_change"], skip_tors=p["skip_tors"], present=p["present"],
-                    rack_tors=p["rack_tors"])
+                    rack_tors=p["rack_tors"], scope=p["scope"])
                 ev["meta"] = p["meta"]
                 ev["action"] = "rollout"
                 jr.append(doc, "open", ev)

@@ -99,13 +99,22 @@ def ecfg_value(policy, idle_s=EGRESS_FLOW_IDLE_S):
     return struct.pack("<II", EGRESS_CODES[policy], int(idle_s))
 
 
-def desired_maps(spec, host_links, ns_links, local=None, egress=None):
+def numa_map(spec):
+    """mn_numa: {slot u32: (local NIC mask u32, spill flows u32)} for the slots with a preference."""
+    numa = spec.get("numa") or {}
+    spill = int(numa.get("spill_flows", 0))
+    return dict((struct.pack("<I", int(slot)), struct.pack("<II", int(mask), spill))
+                for slot, mask in (numa.get("local_masks") or {}).items())
+
+
+def desired_maps(spec, host_links, ns_links, local=None, egress=None, numa=False):
     """Map contents from the spec and the live links.
 
     host_links: {ifname: {"ifindex": int, "address": mac}} of the host namespace.
     ns_links: {netns: {ifname: {...}}}. local: (maps, use_map, reason) of localmap.compute() for
     an object with the host-local maps, else None (the program then does the full fib lookup).
     egress: the egress policy ('hash' / 'least_loaded') for an object with mn_ecfg, else None.
+    numa: the object has mn_numa (filled from spec["numa"]; empty without a preference).
     Returns {map: {key bytes: value bytes}} or raises KeyError naming the missing link.
     """
     nics = {}
@@ -144,6 +153,8 @@ def desired_maps(spec, host_links, ns_links, local=None, egress=None):
         out.update(local[0])
     if egress is not None:
         out["mn_ecfg"] = {struct.pack("<I", 0): ecfg_value(egress)}
+    if numa:
+        out["mn_numa"] = numa_map(spec)
     return out
 
 

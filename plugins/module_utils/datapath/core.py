@@ -563,7 +563,8 @@ class Datapath(object):
     def _desired_maps(self, version):
         return datapath_bpf.desired_maps(self.spec, self.live.links(),
                                          dict((s["netns"], self.live.links(s["netns"])) for s in self.spec["slots"]),
-                                         self._local(version), self._egress(version))
+                                         self._local(version), self._egress(version),
+                                         self.bpf.has_map(version, "mn_numa"))
 
     def _sync_maps(self, version):
         self.live.forget()

@@ -95,6 +95,16 @@ def nic_facts(include_virtual=True):
     return nics
 
 
+def nic_numa_nodes(names, sys_net=SYS_NET):
+    """{NIC name: NUMA node} from /sys/class/net/<nic>/device/numa_node; -1 when the kernel reports
+    none (single-node machines, virtual NICs: no device/ directory)."""
+    out = {}
+    for name in names:
+        node = _int(_read(os.path.join(sys_net, name, "device", "numa_node")))
+        out[name] = node if node is not None and node >= 0 else -1
+    return out
+
+
 def capabilities(bpffs_root="/sys/fs/bpf"):
     bpffs = False
     try:

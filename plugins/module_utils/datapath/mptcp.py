@@ -50,6 +50,7 @@ TABLE_BASE = 1100
 MAX_ENDPOINTS = 8
 MAX_SUBFLOWS = 8
 ENDPOINT_FLAGS = ("subflow",)
+BACKUP_FLAGS = ("backup",)
 ADD_ADDR_ACCEPTED = 0
 # (key, value, required): a key the kernel lacks is an error when required (no MPTCP), else skipped
 # (pm_type appeared in 5.19; older kernels have the in-kernel path manager only).
@@ -82,6 +83,21 @@ def _fam(name):
 def endpoints(spec, slot):
     """[(address, ifname)]: one endpoint per container address."""
     return [(sn[fam], sn["ifname"]) for sn in slot["nics"] for fam in spec["families"] if sn.get(fam)]
+
+
+def backup_endpoints(spec, slot):
+    """[task IP]: a ``backup`` endpoint (no ``subflow`` flag) per task IP, when the namespace has room
+    for them beside the per-NIC ones (at most MAX_ENDPOINTS in all), else [].
+
+    The first subflow of a connection is the application's own, from the task IP, and lands on the NIC
+    the workload's (egress) or the ToR's (ingress) hash picks, beside that NIC's pinned subflow. Marked
+    backup (MP_PRIO to the peer), neither end's scheduler sends data on it while a per-NIC subflow
+    works: each NIC then carries exactly one data subflow. Measured (bench/mptcp_bench.py, 3 s runs): one
+    connection ingress median 3.65x -> 3.80x one NIC, worst run 3.46x -> 3.57x (docs/performance.md)."""
+    tips = [slot["task_" + fam] for fam in spec["families"] if slot.get("task_" + fam)]
+    if len(endpoints(spec, slot)) + len(tips) > MAX_ENDPOINTS:
+        return []
+    return tips
 
 
 def table_of(slot_nic):
@@ -196,14 +212,16 @@ class SlotMptcp(object):
                 (" (was subflows %s add_addr_accepted %s)" % (have.get("subflows"), have.get("add_addr_accepted")))
                 if have else ""), lambda w=want: self._set_limits(w)))
         eps = {} if fresh else live_endpoints(self.runner, ns)
-        for addr, dev in endpoints(self.spec, self.slot):
+        wanted_eps = [(addr, dev, ENDPOINT_FLAGS) for addr, dev in endpoints(self.spec, self.slot)] + \
+            [(addr, None, BACKUP_FLAGS) for addr in backup_endpoints(self.spec, self.slot)]
+        for addr, dev, flags in wanted_eps:
             cur_ep = eps.get(addr)
-            if cur_ep and cur_ep["dev"] == dev and cur_ep["flags"] == ENDPOINT_FLAGS:
+            if cur_ep and cur_ep["dev"] == dev and cur_ep["flags"] == flags:
                 continue
-            desc = "mptcp endpoint %s dev %s %s in %s" % (addr, dev, " ".join(ENDPOINT_FLAGS), ns)
+            desc = "mptcp endpoint %s%s %s in %s" % (addr, " dev %s" % dev if dev else "", " ".join(flags), ns)
             if cur_ep:
                 desc += " (replaces id %s dev %s %s)" % (cur_ep["id"], cur_ep["dev"], " ".join(cur_ep["flags"]))
-            out.append(self.change(desc, lambda a=addr, d=dev, old=cur_ep: self._set_endpoint(a, d, old)))
+            out.append(self.change(desc, lambda a=addr, d=dev, f=flags, old=cur_ep: self._set_endpoint(a, d, old, f)))
         live = set() if fresh else live_rules(self.runner, ns)
         wanted = rules(self.spec, self.slot)
         for rule in wanted:
@@ -224,7 +242,8 @@ class SlotMptcp(object):
         ns = self.netns
         out = []
         eps = live_endpoints(self.runner, ns)
-        ours = set(addr for addr, dummy in endpoints(self.spec, self.slot))
+        ours = set(addr for addr, dummy in endpoints(self.spec, self.slot)) | \
+            set(backup_endpoints(self.spec, self.slot))
         found_eps = sorted((addr, e) for addr, e in eps.items() if addr in ours)
         found_rules = sorted(live_rules(self.runner, ns))
         record = self._record().get(ns)
@@ -291,10 +310,10 @@ class SlotMptcp(object):
         self.runner.ip(["mptcp", "limits", "set", "subflows", str(want["subflows"]),
                         "add_addr_accepted", str(want["add_addr_accepted"])], self.netns)
 
-    def _set_endpoint(self, addr, dev, old):
+    def _set_endpoint(self, addr, dev, old, flags=ENDPOINT_FLAGS):
         if old:
             self.runner.ip(["mptcp", "endpoint", "delete", "id", str(old["id"])], self.netns, check=False)
-        self.runner.ip(["mptcp", "endpoint", "add", addr, "dev", dev] + list(ENDPOINT_FLAGS), self.netns)
+        self.runner.ip(["mptcp", "endpoint", "add", addr] + (["dev", dev] if dev else []) + list(flags), self.netns)
 
 
 def _rule_argv(rule, op):

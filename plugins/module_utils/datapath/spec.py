@@ -34,6 +34,13 @@ EGRESS_POLICIES = ("hash", "least_loaded")
 EGRESS_DEFAULT = "hash"
 EGRESS_FLOW_ENTRIES = 16384
 EGRESS_FLOW_IDLE_S = 30
+# NUMA preference (issue 14 item 3, eBPF mode, optional): per slot the NICs on the workload's NUMA
+# node (mn_numa, one entry per slot, EBPF_NUMA_ENTRIES >= slots since slots x NICs <= 1024).
+# least_loaded spills a new flow to a remote NIC when no local NIC is usable or the local NICs are
+# saturated: the least loaded usable local NIC has NUMA_SPILL_FLOWS (default) more active flows than
+# the least loaded usable remote NIC. hash spills only when no local NIC is usable.
+EBPF_NUMA_ENTRIES = 1024
+NUMA_SPILL_FLOWS = 4
 RULE_PREF_MAIN = 1100
 RULE_PREF_NIC = 1101
 TABLE_BASE = 1100
@@ -132,12 +139,15 @@ def _addr(block, family, field, path):
     return str(value)
 
 
-def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pref=RULE_PREF_MAIN, mptcp=False):
+def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pref=RULE_PREF_MAIN, mptcp=False,
+               numa=None):
     """Turn the planner's host_data into the datapath spec.
 
     netns_names: optional {slot_number: netns_name} override (tests run several simulated hosts
     in one machine namespace and need unique names); production uses the plan's names.
     mptcp: MPTCP mode, one subflow per NIC in every slot (datapath/mptcp.py).
+    numa: optional NUMA preference, {"nic_numa": {NIC name: node}, "slot_numa": {slot: node},
+    "spill_flows": int} (see numa_spec()).
     """
     if not host or not isinstance(host, dict):
         raise DatapathInputError("multinic_host: the plan has no entry for this host (got %r). Fix: add "
@@ -202,7 +212,7 @@ def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pr
         slots.append(entry)
     if ebpf:
         _check_ebpf_limits(host["name"], len(nics), len(slots))
-    return {
+    out = {
         "host": host["name"],
         "ebpf": bool(ebpf),
         "mptcp": bool(mptcp),
@@ -214,6 +224,75 @@ def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pr
         "gw4": GW4,
         "gw6": GW6,
     }
+    if numa:
+        out["numa"] = numa_spec(nics, slots, **numa)
+    return out
+
+
+def _numa_node(value, field):
+    """A NUMA node number >= 0, or None for unknown (-1, None)."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not (text.isdigit() or text == "-1"):
+        raise DatapathInputError("%s: %r is not a NUMA node. Fix: give a node number (0, 1, ...) or -1 for "
+                                 "unknown." % (field, value))
+    node = int(text)
+    return node if node >= 0 else None
+
+
+def numa_spec(nics, slots, nic_numa=None, slot_numa=None, spill_flows=None):
+    """The NUMA preference of a host (pure): NIC nodes (facts from
+    /sys/class/net/<nic>/device/numa_node, overridden per NIC by nic_numa), the workload's node per
+    slot (slot_numa) and per slot the mask of its local NICs.
+
+    A slot gets a preference (an mn_numa entry) only when its node is known and some, but not all,
+    NICs are on it; otherwise every NIC is equal, as without this option.
+    Raises DatapathInputError naming field, value and fix for unknown NICs/slots and bad numbers."""
+    names = [n["name"] for n in nics]
+    nums = [int(s["slot"]) for s in slots]
+    nic_numa = nic_numa or {}
+    slot_numa = slot_numa or {}
+    if not isinstance(nic_numa, dict):
+        raise DatapathInputError("host_datapath_nic_numa: %r is not a mapping. Fix: give {NIC name: NUMA node}, "
+                                 "e.g. {eth0: 0, eth1: 1}." % (nic_numa,))
+    if not isinstance(slot_numa, dict):
+        raise DatapathInputError("host_datapath_slot_numa: %r is not a mapping. Fix: give {slot number: NUMA "
+                                 "node}, e.g. {1: 0, 2: 1}." % (slot_numa,))
+    for name in nic_numa:
+        if name not in names:
+            raise DatapathInputError("host_datapath_nic_numa: %r is not a NIC of this host's plan (%s). Fix: use the "
+                                     "plan's NIC names." % (name, ", ".join(names)))
+    nodes = {}
+    for name in names:
+        nodes[name] = _numa_node(nic_numa.get(name), "host_datapath_nic_numa.%s" % name)
+    by_slot = {}
+    for key, value in slot_numa.items():
+        try:
+            num = int(key)
+        except (TypeError, ValueError):
+            num = None
+        if num not in nums:
+            raise DatapathInputError("host_datapath_slot_numa: %r is not a task slot of this host's plan (%s). Fix: "
+                                     "use the plan's slot numbers." % (key, ", ".join(str(n) for n in nums)))
+        by_slot[num] = _numa_node(value, "host_datapath_slot_numa.%s" % key)
+    if spill_flows is None:
+        spill_flows = NUMA_SPILL_FLOWS
+    if isinstance(spill_flows, bool) or not isinstance(spill_flows, int) or not 0 <= spill_flows <= 1 << 20:
+        raise DatapathInputError("host_datapath_numa_spill_flows: %r is not a flow count. Fix: give an integer "
+                                 ">= 0 (default %d; 0 spreads over all NICs as soon as the local ones lead)."
+                                 % (spill_flows, NUMA_SPILL_FLOWS))
+    masks = {}
+    for num in nums:
+        node = by_slot.get(num)
+        if node is None:
+            continue
+        mask = sum(1 << n["index"] for n in nics if nodes[n["name"]] == node)
+        if mask and mask != (1 << len(nics)) - 1:
+            masks[str(num)] = mask
+    return {"nic_nodes": dict((k, -1 if v is None else v) for k, v in nodes.items()),
+            "slot_nodes": dict((str(k), -1 if v is None else v) for k, v in sorted(by_slot.items())),
+            "spill_flows": spill_flows, "local_masks": masks}
 
 
 def _check_ebpf_limits(name, nic_count, slot_count):

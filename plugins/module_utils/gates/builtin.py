@@ -180,6 +180,7 @@ def values_ecmp_width(routes, hosts, families=None):
     widths = route_widths(routes)
     task_routes = 0
     at_width = 0
+    present = 0   # task routes with any next hop (a drained host has none: playbooks/decommission.yml)
     min_ratio = None
     bad = []
     for h in hosts:
@@ -193,6 +194,7 @@ def values_ecmp_width(routes, hosts, families=None):
                 prefix = _norm_prefix(prefix)
                 got = widths.get(prefix, 0)
                 task_routes += 1
+                present += 1 if got else 0
                 ratio = float(got) / want if want else 0.0
                 min_ratio = ratio if min_ratio is None else min(min_ratio, ratio)
                 if got == want:
@@ -200,8 +202,8 @@ def values_ecmp_width(routes, hosts, families=None):
                 else:
                     bad.append({"host": h["name"], "slot": slot["slot"], "prefix": prefix, "width": got,
                                 "expected": want})
-    return {"task_routes": task_routes, "at_width": at_width, "min_width_ratio": round(min_ratio or 0.0, 4),
-            "detail": bad}
+    return {"task_routes": task_routes, "at_width": at_width, "present": present,
+            "min_width_ratio": round(min_ratio or 0.0, 4), "detail": bad}
 
 
 def values_spine_task_routes(routes, rack_prefixes):

@@ -298,7 +298,9 @@ def probe(lab, host, netns=None, flows=16, duration=5, direction="both", family=
             argv = ["nsenter", "-t", str(hp), "-n", "-m", "--"] + client
         before = _nic_counters(netns_name(host), nics)
         t0 = time.monotonic()
-        rc, out, err = run(argv, check=False, timeout=duration + 60)
+        # a run ends about 1 s after `duration`; streams hashed to a silent NIC hang instead (their SYNs or data
+        # never arrive), so give up 15 s later: the probe fails and the gate has no evidence (not a pass)
+        rc, out, err = run(argv, check=False, timeout=duration + 15)
         elapsed = time.monotonic() - t0
         after = _nic_counters(netns_name(host), nics)
     finally:

@@ -148,6 +148,30 @@ def _esc(s):
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
+def scope_lines(scope):
+    """The change scope of a ``rollout_scope=changed`` run: what is deployed, what is left untouched."""
+    def names(items):
+        return _esc(", ".join(items or []) or "none")
+    hosts, racks, tors = scope.get("hosts") or {}, scope.get("racks") or {}, scope.get("tors") or {}
+    untouched = scope.get("untouched") or {}
+    lines = ["## Change scope (rollout_scope=changed)", "", _esc(scope.get("message", "")), "",
+             "| | added | changed | removed | unchanged, not touched |", "|---|---|---|---|---|",
+             "| hosts | %s | %s | %s | %s |" % (
+                 names(hosts.get("added")), names(hosts.get("changed")), names(hosts.get("removed")),
+                 names(untouched.get("hosts"))),
+             "| racks | %s | %s | %s | %s |" % (
+                 names(racks.get("added")), names(racks.get("changed")), names(racks.get("removed")),
+                 names(racks.get("unchanged"))),
+             "| ToRs (rendered config) | | %s | %s | %s |" % (
+                 names(tors.get("changed")), names(tors.get("removed")), names(untouched.get("tors"))),
+             ""]
+    if not scope.get("deploy"):
+        lines += ["Nothing to deploy: no host was added or changed; no wave ran and no gate was evaluated.", ""]
+    else:
+        lines += ["Deployed through the canary and waves with every gate: %s" % names(scope.get("deploy")), ""]
+    return lines
+
+
 def render_markdown(report):
     run = report.get("run") or {}
     lines = ["# Rollout report %s" % run.get("id", ""), ""]
@@ -178,7 +202,10 @@ def render_markdown(report):
             lines.append("")
             lines.append("ToRs: %s" % _esc(", ".join("%s %s" % kv for kv in sorted(js["tors"].items()))))
         lines.append("")
-    pf = report.get("preflight") or {}
+    pf = dict(report.get("preflight") or {})
+    scope = pf.pop("scope", None) or {}
+    if scope.get("mode") == "changed":
+        lines += scope_lines(scope)
     if pf:
         lines += ["## Preflight", ""]
         for k, v in sorted(pf.items()):
@@ -188,7 +215,10 @@ def render_markdown(report):
         lines += ["## ToR policy (rack by rack)", "", "| ToR | rack | changed | gates | backup |", "|---|---|---|---|---|"]
         for t in report["tors"]:
             gates = ", ".join("%s %s" % (g.get("gate"), g.get("verdict")) for g in t.get("gates") or [])
-            lines.append("| %s | %s | %s | %s | %s |" % (t.get("name"), t.get("rack", ""), t.get("changed", ""),
+            changed = t.get("changed", "")
+            if t.get("status"):
+                changed = "%s (%s)" % (changed, t["status"])
+            lines.append("| %s | %s | %s | %s | %s |" % (t.get("name"), t.get("rack", ""), _esc(changed),
                                                          _esc(gates), t.get("backup", "")))
         lines.append("")
     lines += ["## Waves", "", "| wave | hosts | status | seconds | gates passed | failed gates |",

@@ -196,7 +196,7 @@ def check_event(rec, etype, data):
 def replay(events):
     """Fold merged events into the journal record (lenient: a record is never lost to a bad line)."""
     rec = {"id": None, "plan_hash": None, "created": None, "jobs": [], "waves": [], "hosts": {}, "tors": {},
-           "gates": [], "wave_records": [], "events": [], "cancelled": None}
+           "gates": [], "wave_records": [], "events": [], "cancelled": None, "scope": None}
     for ev in events:
         t = ev.get("type")
         job = ev.get("job")
@@ -204,6 +204,8 @@ def replay(events):
             if rec["id"] is None:
                 rec["id"] = ev.get("rollout_id")
                 rec["created"] = ev.get("t")
+            if rec["scope"] is None and ev.get("scope"):
+                rec["scope"] = ev["scope"]   # the change scope of the first scoped job (resumes keep it)
             if not rec["waves"] and ev.get("waves"):
                 rec["waves"] = [{"name": w["name"], "hosts": list(w.get("hosts") or []),
                                  "racks": list(w.get("racks") or [])} for w in ev["waves"]]
@@ -291,11 +293,15 @@ def _plan_view(waves, skipped, deferred, present):
 
 
 def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, start_wave=None, end_wave=None,
-              allow_plan_change=False, skip_tors=False, present=None, rack_tors=None):
+              allow_plan_change=False, skip_tors=False, present=None, rack_tors=None, scope=None):
     """What this job runs. ``rec``: the record so far (:func:`replay`, possibly empty). ``hosts``,
     ``canary``, ``waves_spec``: the inventory's GPU hosts (``{name, rack}``) and the wave settings, used
     only when the journal is new (then the waves are computed and frozen). ``present``: GPU hosts in
     this job's inventory (an AWX slice); None = all. ``rack_tors``: ``{rack: tor}``.
+    ``scope``: None (every host, the ToRs of every rack of the waves) or a change scope (``rollout.scope``:
+    ``deploy`` - the hosts to deploy, ``tors.changed`` - the ToRs to configure): a new journal freezes waves
+    of the ``deploy`` hosts only (none: no wave, "nothing to deploy"), the ToRs are the scope's (a resume keeps
+    the scope recorded by the first job, since the plan on disk is already the new one by then).
 
     Returns ``(plan, open_event, notes)``; ``plan`` has the shape of ``gates.waves.plan_waves`` plus
     ``tors`` (the ToRs of every rack of the rollout). Raises :class:`JournalError` with the fix when the
@@ -304,11 +310,20 @@ def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, star
     rid = rec.get("id")
     rack_tors = dict(rack_tors or {})
     new = not rec["waves"]
-    if new:
+    waves = []
+    if scope is not None and new:
+        deploy = set(scope.get("deploy") or [])
+        hosts = [h for h in (hosts or []) if h["name"] in deploy]
+    if new and scope is not None and not hosts:
+        if start_wave or skip_tors:
+            raise JournalError("rollout %s: rollout_scope=changed has no host to deploy (%s); rollout_start_wave and "
+                               "rollout_skip_tors do not apply" % (rid, scope.get("message", "")))
+    elif new:
         computed = waves_mod.plan_waves(list(hosts or []), canary or None, list(waves_spec or ["5%", "25%", "100%"]))
         waves = [dict(name=w["name"], hosts=list(w["hosts"]), racks=list(w.get("racks") or []))
                  for w in computed["waves"]]
-        first = waves[0]["name"]
+    if new:
+        first = waves[0]["name"] if waves else None
         if start_wave and start_wave != first:
             raise JournalError(
                 "rollout_start_wave=%r with a new rollout id (%s): no journal records that the waves before it "
@@ -373,6 +388,14 @@ def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, star
         raise JournalError("racks %s of rollout %s have no ToR in the inventory (group tors, multinic_rack.name); "
                            "every job needs the ToRs in its inventory" % (", ".join(map(str, unknown)), rid))
     tors = [rack_tors[r] for r in racks if r in rack_tors]
+    scope_rec = None
+    if scope is not None:
+        scope_rec = rec.get("scope") if (not new and rec.get("scope")) else {
+            "deploy": [h["name"] for h in (hosts or [])] if new else list(scope.get("deploy") or []),
+            "tors": list((scope.get("tors") or {}).get("changed") or []),
+            "message": scope.get("message", "")}
+        known = set(rack_tors.values())
+        tors = [t for t in scope_rec["tors"] if not rack_tors or t in known]
     if skip_tors:
         bad = [t for t in tors if rec["tors"].get(t, {}).get("state") != "configured"]
         if bad or not tors:
@@ -394,6 +417,10 @@ def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, star
     if new:
         ev["waves"] = waves
         ev["tors"] = tors
+    if scope_rec is not None:
+        plan["scope"] = scope_rec
+        if new or not rec.get("scope"):
+            ev["scope"] = scope_rec
     return plan, ev, notes
 
 

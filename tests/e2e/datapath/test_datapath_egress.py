@@ -217,3 +217,64 @@ def test_least_loaded_replaces_a_failed_nics_flows_evenly(fabric):
     load = marks["load_after"]
     survivors = [load.get(k, 0) for k in range(len(host.nics)) if k != FAILED]
     assert load.get(FAILED, 0) == 0 and sum(survivors) == 33 and max(survivors) - min(survivors) <= 1, load
+
+
+def _set_links(fab, host, idx, state):
+    for k in idx:
+        H.sh(["ip", "-n", host.ns, "link", "set", host.nics[k], state])
+
+
+def _four_flows(fab, host, port):
+    """4 greedy TCP flows container (slot 1) -> storage, v6, 3 s: ToR-port byte shares."""
+    b0 = tor_rx(fab, host)
+    srv = fab.iperf_server(fab.sto, port)
+    cli = fab.spawn(host.slot_ns(1), ["iperf3", "-c", H.STO6, "-p", str(port), "-P", "4", "-t", "3", "--json"])
+    out, err = cli.communicate(timeout=40)
+    srv.wait(10)
+    res = json.loads(out)
+    assert "error" not in res, res.get("error")
+    sh, total = H.shares(b0, tor_rx(fab, host))
+    return sh, res["end"]["sum_received"]["bits_per_second"] / 1e6
+
+
+@pytest.mark.parametrize("policy", ["hash", "least_loaded"])
+def test_numa_preference_local_nics_first_spill_when_down(fabric, policy):
+    """NUMA preference (issue 14 item 3): eth0/eth1 on node 0, eth2/eth3 on node 1, slot 1's workload
+    on node 0. 4 greedy TCP flows: the local NICs carry the traffic (>= 97 % of the bytes at the ToR
+    ports; without the preference hash and least_loaded both use all four NICs, see the tests above).
+    Both local NICs down: the flows spill to the remote ones. least_loaded with one local NIC down and
+    numa_spill_flows 1: the local NIC is saturated as soon as it leads the remote ones by one active
+    flow, so the flows spread over the surviving local NIC and the remote ones."""
+    host = fabric.host(HOST)
+    n = host.nics
+    numa = {"nic_numa": {n[0]: 0, n[1]: 0, n[2]: 1, n[3]: 1}, "slot_numa": {"1": 0, "2": 1}, "spill_flows": 4}
+    out = host.core("apply", ebpf=True, egress_policy=policy, numa=numa)
+    assert host.core("apply", ebpf=True, egress_policy=policy, numa=numa)["changes"] == []
+    assert out["changes"], "the preference must change the map"
+    local, remote = (n[0], n[1]), (n[2], n[3])
+    got = {}
+    try:
+        sh, rate = _four_flows(fabric, host, 5241)
+        got["up"] = sh
+        _set_links(fabric, host, (0, 1), "down")
+        got["local_down"], rate_down = _four_flows(fabric, host, 5242)
+        if policy == "least_loaded":
+            _set_links(fabric, host, (0, 1), "up")
+            host.core("apply", ebpf=True, egress_policy=policy, numa=dict(numa, spill_flows=1))
+            _set_links(fabric, host, (1,), "down")
+            got["one_local_spill1"], dummy = _four_flows(fabric, host, 5243)
+    finally:
+        _set_links(fabric, host, (0, 1), "up")
+        host.core("apply", ebpf=True, egress_policy=policy)     # without the preference again
+    print("NUMA %s: %s; %.0f Mbit/s all up, %.0f both local down" % (
+        policy, dict((k, {x: round(y, 3) for x, y in sorted(v.items())}) for k, v in got.items()), rate, rate_down))
+    up = got["up"]
+    assert up[local[0]] + up[local[1]] >= 0.97, "local NICs must carry the traffic: %s" % up
+    assert min(up[local[0]], up[local[1]]) >= 0.2, "both local NICs used: %s" % up
+    down = got["local_down"]
+    assert down[remote[0]] + down[remote[1]] >= 0.97, "no local NIC usable: spill to the remote ones: %s" % down
+    if policy == "least_loaded":
+        sp = got["one_local_spill1"]
+        # 5 placements (control + 4 data): eth0, remote, remote, eth0, remote -> 1 data flow on eth0
+        assert sp[local[1]] <= 0.01, sp
+        assert sp[remote[0]] >= 0.15 and sp[remote[1]] >= 0.15 and sp[local[0]] >= 0.15, sp

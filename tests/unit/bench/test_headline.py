@@ -168,3 +168,29 @@ def test_svg_charts_are_well_formed():
                  svg.cdf_lines([("lin", stats.cdf([0.5, 1]))], "cdf", "s", log_x=False)):
         doc = xml.dom.minidom.parseString(text)
         assert doc.documentElement.tagName == "svg"
+
+
+def test_least_loaded_and_mptcp_rows_and_read_targets():
+    """The few-flow rows and the job-read p99 of the extra modes (issue 14 item 5)."""
+    res = _results()
+    for mode, secs, sh in (("before", 8.0, [1, 0, 0, 0]), ("least_loaded", 2.0, [1, 1, 1, 1]),
+                           ("mptcp", 2.1, [1, 1, 1, 1])):
+        res["transfers"].append({"host": "h4", "nics": 4, "scenario": "few_flows", "direction": "egress", "flows": 4,
+                                 "mode": mode, "rep": 0, "bytes": 1, "seconds": secs,
+                                 "nic_bytes": {"eth%d" % k: v for k, v in enumerate(sh)}})
+    for mode, s in (("least_loaded", [0.5, 0.6, 0.8]), ("mptcp", [0.2, 0.3, 2.0])):
+        res["reads"].append({"host": "h4", "nics": 4, "mode": mode, "rep": 0, "surge": "paced",
+                             "surge_gbit_per_s": 0.3, "surge_offered_gbit_per_s": 0.4, "samples": s, "errors": [],
+                             "nic_shares_rx": {"eth0": 0.5, "eth1": 0.5}})
+    files, summary = report.build(res)
+    few = [r for r in summary["transfers"] if r["scenario"] == "few_flows"][0]
+    assert few["speedup"] == 1.6 and few["speedup_least_loaded"] == 4.0 and few["speedup_mptcp"] == 3.81
+    assert few["least_loaded"]["idle_nics"] == 0
+    reads = summary["reads"]["h4 paced surge"]
+    assert reads["p99_least_loaded_over_before"] == pytest.approx(0.7930 / 3.9600, abs=1e-3)
+    t = {x["name"]: x for x in summary["targets"]}
+    assert t["job read p99 least_loaded/before, h4 paced surge (4 NICs)"]["pass"]
+    assert not t["job read p99 mptcp/before, h4 paced surge (4 NICs)"]["pass"]   # 1.946 / 3.96 > 0.25
+    md = files["summary.md"]
+    assert "| h4 | save (egress) | 4 | 0.0 | 4.00x | 25% / 25% / 25% / 25% | 0.0 | 3.81x |" in md
+    assert "| h4 paced surge | mptcp | 3 |" in md

@@ -50,7 +50,9 @@ class FakeNetns(object):
             self.limits = {"subflows": int(args[4]), "add_addr_accepted": int(args[6])}
         elif args[:3] == ["mptcp", "endpoint", "add"]:
             ids = [e["id"] for e in self.endpoints.values()]
-            self.endpoints[args[3]] = {"id": max(ids + [0]) + 1, "dev": args[5], "flags": tuple(sorted(args[6:]))}
+            dev = args[args.index("dev") + 1] if "dev" in args else None
+            flags = [a for a in args[4:] if a in ("subflow", "backup", "signal", "fullmesh")]
+            self.endpoints[args[3]] = {"id": max(ids + [0]) + 1, "dev": dev, "flags": tuple(sorted(flags))}
         elif args[:3] == ["mptcp", "endpoint", "delete"]:
             self.endpoints = dict((a, e) for a, e in self.endpoints.items() if str(e["id"]) != args[4])
         elif args[1] == "rule":
@@ -150,11 +152,16 @@ def test_on_second_run_off_exact(plan, kernel):
     desc = run_plan(dp, slot)
     assert desc[0] == "mptcp sysctls in mn-slot1: net.mptcp.enabled=1"
     assert not any(d.startswith("mptcp limits") for d in desc), "2 NICs: the default limits already fit"
-    assert sum(d.startswith("mptcp endpoint ") for d in desc) == 4
+    # 2 NICs x 2 families subflow endpoints + a backup endpoint per task IP (6 of the kernel's 8)
+    assert sum(d.startswith("mptcp endpoint ") for d in desc) == 6
+    assert "mptcp endpoint %s backup in mn-slot1" % slot["task_ipv4"] in desc
     assert sum(d.startswith("rule in mn-slot1: from ") for d in desc) == 4
     assert sum(d.startswith("route in mn-slot1 default table 110") for d in desc) == 4
     assert kernel.sysctl["net.mptcp.enabled"] == "1"
-    assert all(e["flags"] == ("subflow",) for e in kernel.endpoints.values())
+    tips = (slot["task_ipv4"], slot["task_ipv6"])
+    assert all(e["flags"] == ("subflow",) for a, e in kernel.endpoints.items() if a not in tips)
+    assert [kernel.endpoints[a]["flags"] for a in tips] == [("backup",), ("backup",)]
+    assert [kernel.endpoints[a]["dev"] for a in tips] == [None, None]
     assert dp.state["mptcp"] == {"mn-slot1": {"sysctl": {"net.mptcp.enabled": "0", "net.mptcp.pm_type": "0"}}}
     assert run_plan(dp, slot) == [], "second run changes nothing"
     # an endpoint changed by hand is replaced
@@ -167,7 +174,7 @@ def test_on_second_run_off_exact(plan, kernel):
     # turned off: everything removed, previous values back, record gone; then nothing more to do
     dp.spec = S.build_spec(host)
     desc = run_plan(dp, slot)
-    assert sum(d.startswith("delete mptcp endpoint") for d in desc) == 4
+    assert sum(d.startswith("delete mptcp endpoint") for d in desc) == 6
     assert sum(d.startswith("delete rule in mn-slot1") for d in desc) == 4
     assert sum(d.startswith("flush table") for d in desc) == 4
     assert desc[-1].startswith("mptcp settings in mn-slot1 restored")
@@ -197,3 +204,19 @@ def test_fresh_namespace_check_mode_lists_everything(plan, kernel):
     desc = [c.desc for c in changes]
     assert len(desc) == 1 + 1 + 8 + 8 + 8 and kernel.log == []
     assert M.plan_slot(fake_dp(S.build_spec(plan["lab-r1-h2"]), kernel), sp["slots"][1], True, core.Change) == []
+
+
+def test_backup_endpoints_for_the_task_ips_only_when_they_fit(plan):
+    """The first subflow (from the task IP) is made backup by an endpoint without the subflow flag, when
+    the namespace has room beside the per-NIC endpoints (kernel: 8 in all)."""
+    dual = S.build_spec(plan["lab-r1-h2"], mptcp=True)            # 4 NICs x 2 families = 8: no room
+    assert M.backup_endpoints(dual, dual["slots"][0]) == []
+    h = copy.deepcopy(plan["lab-r1-h2"])
+    for n in h["nics"]:
+        for k in ("address", "gateway", "subnet"):
+            n[k].pop("ipv6", None)
+    v4 = S.build_spec(h, mptcp=True)                              # IPv4 only: 4 + 1
+    assert v4["families"] == ["ipv4"]
+    assert M.backup_endpoints(v4, v4["slots"][0]) == [v4["slots"][0]["task_ipv4"]]
+    two = S.build_spec(plan["lab-r1-h1"], mptcp=True)             # 2 NICs dual stack: 4 + 2
+    assert M.backup_endpoints(two, two["slots"][0]) == [two["slots"][0]["task_ipv4"], two["slots"][0]["task_ipv6"]]

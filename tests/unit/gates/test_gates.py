@@ -217,10 +217,10 @@ def test_combine():
 
 # --- built-in gates on recorded FRR output ------------------------------------------------------
 
-def _gate(gate, data, **kw):
+def _gate(gate, data, success_condition=None, **kw):
     d = builtin.definition(gate)
     m = measure.measurement(gate, "values", data=data, **kw)
-    spec = engine.GateSpec(gate, m, d["success_condition"], params=d["params"], count=1)
+    spec = engine.GateSpec(gate, m, success_condition or d["success_condition"], params=d["params"], count=1)
     return run(spec)[0]
 
 
@@ -259,8 +259,21 @@ def test_ecmp_width(lab):
     assert v["at_width"] == 2 and v["min_width_ratio"] == 0.75
     assert sorted(d["prefix"] for d in v["detail"]) == ["198.18.0.136/32", "fd00:10:0:8::8/128"]
     assert all(d["width"] == 3 and d["expected"] == 4 for d in v["detail"])
+    assert v["present"] == 4
     idle = [fx("tor_idle_routes_ipv4.json"), fx("tor_idle_routes_ipv6.json")]
     assert _gate("ecmp_width", idle, hosts=[hosts["lab-r1-h2"]])["verdict"] == "fail"
+
+
+def test_drained_condition_of_decommission(lab):
+    """playbooks/decommission.yml's drain gate: ecmp_width with `task_routes > 0 and present == 0`."""
+    hosts = lab[0]
+    cond = "task_routes > 0 and present == 0"
+    idle = [fx("tor_idle_routes_ipv4.json"), fx("tor_idle_routes_ipv6.json")]
+    assert builtin.values_ecmp_width(idle, [hosts["lab-r1-h2"]])["present"] == 0
+    assert _gate("ecmp_width", idle, hosts=[hosts["lab-r1-h2"]], success_condition=cond)["verdict"] == "pass"
+    # one NIC's next hop gone is not drained: the task IPs are still routed to the host
+    down = [fx("tor_nic_down_routes_ipv4.json"), fx("tor_nic_down_routes_ipv6.json")]
+    assert _gate("ecmp_width", down, hosts=[hosts["lab-r1-h2"]], success_condition=cond)["verdict"] == "fail"
 
 
 def test_spine_task_routes(lab):

@@ -197,6 +197,24 @@ struct {
 	__type(value, struct ecfg_val);
 } mn_ecfg SEC(".maps");
 
+/* NUMA preference (issue 14 item 3), per slot: the NICs on the slot's NUMA node.  The loader writes
+ * an entry only for a slot whose node is known and holds some but not all of the NICs. */
+#define MN_NUMA_ENTRIES 1024 /* slots (bounded by mn_veth: slots x NICs <= 1024) */
+
+struct numa_val {
+	__u32 local_mask;  /* bit i: NIC i is on the slot's NUMA node */
+	__u32 spill_flows; /* least_loaded: the local NICs are "saturated" when the least loaded usable
+			    * local NIC has at least this many active flows more than the least
+			    * loaded usable remote NIC */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MN_NUMA_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct numa_val);
+} mn_numa SEC(".maps");
+
 /* A flow: the 5-tuple as the workload sent it (IPv4 in the first 4 bytes of src/dst). */
 struct flow_key {
 	__u8 src[16];
@@ -550,6 +568,63 @@ __attribute__((noinline)) __u32 least_loaded(__u32 mask, __u32 cnt)
 	return best;
 }
 
+/* Fewest active flows among the NICs of mask (mask != 0). */
+static __always_inline __s64 min_flows(__u32 mask)
+{
+	__s64 best = 0x7fffffffffffffffLL;
+
+#pragma clang loop unroll(full)
+	for (__u32 i = 0; i < MN_MAX_NICS; i++) {
+		__u32 j = i;
+		struct load_val *v;
+		__s64 f;
+
+		if (!(mask & (1U << i)))
+			continue;
+		v = bpf_map_lookup_elem(&mn_eload, &j);
+		f = v ? v->flows : 0;
+		if (f < best)
+			best = f;
+	}
+	return best;
+}
+
+/* least_loaded with the slot's NUMA preference (local = 0: none): the least loaded usable local
+ * NIC, unless no local NIC is usable or the local ones are saturated (the least loaded local NIC
+ * has spill more active flows than the least loaded remote one): then the least loaded of all. */
+__attribute__((noinline)) __u32 place_numa(__u32 mask, __u32 cnt, __u32 local, __u32 spill)
+{
+	__u32 lm = mask & local, rm = mask & ~local;
+
+	if (!lm || !rm)
+		return least_loaded(mask, cnt);
+	if (min_flows(lm) >= min_flows(rm) + (__s64)spill)
+		return least_loaded(mask, cnt); /* saturated: spill */
+	return least_loaded(lm, cnt);
+}
+
+/* Bit i set: NIC i of want (i < cnt) resolves its gateway now. */
+__attribute__((noinline)) __u32 usable_of(struct __sk_buff *skb, __u32 family, __u32 cnt, __u32 want)
+{
+	struct bpf_redir_neigh scratch = {};
+	__u32 mask = 0;
+
+#pragma clang loop unroll(full)
+	for (__u32 i = 0; i < MN_MAX_NICS; i++) {
+		__u32 j = i;
+		struct nic_val *n;
+
+		if (i >= cnt)
+			break;
+		if (!(want & (1U << i)))
+			continue;
+		n = bpf_map_lookup_elem(&mn_nics, &j);
+		if (n && nic_usable(skb, n, family, &scratch) == 0)
+			mask |= 1U << i;
+	}
+	return mask;
+}
+
 struct bpf_map;
 
 struct sweep_ctx {
@@ -702,16 +777,27 @@ __attribute__((noinline)) long peer_reset(struct __sk_buff *skb, __u32 family)
 }
 
 /* least_loaded egress.  Returns the tc verdict, or -1: not a placeable flow, use NIC k (hash path). */
-__attribute__((noinline)) long egress_placed(struct __sk_buff *skb, __u32 idle_s, __u32 cnt, __u32 k, __u32 family)
+__attribute__((noinline)) long egress_placed(struct __sk_buff *skb, __u32 slot, __u32 cnt, __u32 k, __u32 family)
 {
 	struct flow_key fk = {};
 	struct flow_val nv = {}, *fv;
+	struct ecfg_val *ecfg;
+	struct numa_val *nu;
 	__u8 tflags = 0;
 	int payload = 0;
-	__u32 mask, j;
+	__u32 mask, j, idle_s, local = 0, spill = 0, zero = 0;
 	__u64 now;
 	long rc;
 
+	ecfg = bpf_map_lookup_elem(&mn_ecfg, &zero);
+	if (!ecfg)
+		return -1;
+	idle_s = ecfg->idle_s;
+	nu = bpf_map_lookup_elem(&mn_numa, &slot);
+	if (nu) {
+		local = nu->local_mask;
+		spill = nu->spill_flows;
+	}
 	if (flow_of(skb, family, &fk, &tflags, &payload) != 0)
 		return -1;
 	now = bpf_ktime_get_ns();
@@ -726,7 +812,7 @@ __attribute__((noinline)) long egress_placed(struct __sk_buff *skb, __u32 idle_s
 			mask = usable_mask(skb, family, cnt, MN_MAX_NICS);
 			if (!mask)
 				return -1;
-			j = least_loaded(mask, cnt);
+			j = place_numa(mask, cnt, local, spill);
 			fv->nic = j;
 			fv->flags = 0;
 			load_add(j, 1);
@@ -745,7 +831,7 @@ __attribute__((noinline)) long egress_placed(struct __sk_buff *skb, __u32 idle_s
 		mask = usable_mask(skb, family, cnt, j);
 		if (!mask)
 			return -1;
-		nv.nic = least_loaded(mask, cnt);
+		nv.nic = place_numa(mask, cnt, local, spill);
 		if (!(fv->flags & FLOW_CLOSING)) {
 			load_add(j, -1);
 			load_add(nv.nic, 1);
@@ -767,12 +853,12 @@ __attribute__((noinline)) long egress_placed(struct __sk_buff *skb, __u32 idle_s
 		mask = usable_mask(skb, family, cnt, MN_MAX_NICS);
 		if (!mask)
 			return -1;
-		nv.nic = (k < MN_MAX_NICS && (mask & (1U << k))) ? k : least_loaded(mask, cnt);
+		nv.nic = (k < MN_MAX_NICS && (mask & (1U << k))) ? k : place_numa(mask, cnt, local, spill);
 	} else {
 		mask = usable_mask(skb, family, cnt, MN_MAX_NICS);
 		if (!mask)
 			return -1;
-		nv.nic = least_loaded(mask, cnt);
+		nv.nic = place_numa(mask, cnt, local, spill);
 	}
 	nv.last_ns = now;
 	if (bpf_map_update_elem(&mn_flows, &fk, &nv, BPF_NOEXIST) == 0) {
@@ -783,6 +869,37 @@ __attribute__((noinline)) long egress_placed(struct __sk_buff *skb, __u32 idle_s
 			nv.nic = fv->nic;
 	}
 	rc = send_via(skb, nv.nic, family, ST_OUT_PLACED);
+	return rc < 0 ? -1 : rc;
+}
+
+#define NUMA_K_FAILED 0x100 /* hash_numa: NIC k (low bits) does not resolve its gateway */
+
+/* hash policy with the slot's NUMA preference.  Returns the tc verdict, or -1: no preference, the
+ * packet's NIC k is a usable local NIC, the source is a container NIC address (stays on its NIC),
+ * or no local NIC is usable (then the plain path: NIC k, else even failover over all NICs). */
+__attribute__((noinline)) long hash_numa(struct __sk_buff *skb, __u32 slot, __u32 cnt, __u32 k, __u32 family)
+{
+	struct numa_val *nu = bpf_map_lookup_elem(&mn_numa, &slot);
+	struct flow_key fk = {};
+	__u8 tflags = 0;
+	int payload = 0;
+	__u32 lm;
+	long rc;
+
+	if (!nu || !nu->local_mask)
+		return -1;
+	if (k & NUMA_K_FAILED)
+		k &= ~NUMA_K_FAILED; /* NIC k is known unusable: among the other local NICs */
+	else if (k < MN_MAX_NICS && (nu->local_mask & (1U << k)))
+		return -1; /* a local NIC: the workload's choice (failover below calls again if unusable) */
+	if (k >= MN_MAX_NICS)
+		return -1;
+	if (flow_of(skb, family, &fk, &tflags, &payload) != 0 || !src_any_nic(family, &fk, k, cnt))
+		return -1;
+	lm = usable_of(skb, family, cnt, nu->local_mask & ~(1U << k));
+	if (!lm)
+		return -1;
+	rc = send_via(skb, nth_bit(lm, bpf_get_hash_recalc(skb) % bits(lm)), family, ST_OUT_REDIRECT);
 	return rc < 0 ? -1 : rc;
 }
 
@@ -884,7 +1001,13 @@ nic:
 	/* 2a. least_loaded: the flow's pinned NIC, or a new flow placed on the least loaded one */
 	ecfg = bpf_map_lookup_elem(&mn_ecfg, &zero);
 	if (ecfg && ecfg->policy == EGRESS_LEAST_LOADED && cnt >= 2 && cnt <= MN_MAX_NICS && k < cnt) {
-		rc = egress_placed(skb, ecfg->idle_s, cnt, k, family);
+		rc = egress_placed(skb, vv->slot, cnt, k, family);
+		if (rc >= 0)
+			return rc;
+	} else if (cnt >= 2 && cnt <= MN_MAX_NICS && k < cnt) {
+		/* 2b. hash with a NUMA preference: a task-IP flow the workload hashed onto a remote
+		 * (or unusable local) NIC goes to a usable local NIC, chosen by flow hash */
+		rc = hash_numa(skb, vv->slot, cnt, k, family);
 		if (rc >= 0)
 			return rc;
 	}
@@ -899,6 +1022,9 @@ nic:
 	 * each survivor gets an equal part; stable per flow while the set of usable NICs holds */
 	if (cnt < 2 || cnt > MN_MAX_NICS)
 		goto noroute;
+	rc = hash_numa(skb, vv->slot, cnt, k | NUMA_K_FAILED, family); /* local NICs first */
+	if (rc >= 0)
+		return rc;
 	mask = usable_mask(skb, family, cnt, k);
 	if (!mask)
 		goto noroute;
