@@ -5,9 +5,10 @@
 
 ToR side: ``show bfd peers json`` captured from a real FRR 8.4.4 ToR (tor_policy config with BFD, the mnv
 harness) with slot 1 of lab-r1-h2 running its sidecar and BFD responder: all four sessions up, then NIC 2
-silently cut on the ToR port (``tor_bfd_peers_slot1_*``). Host side: records as
-``measure.datapath_input`` builds them, in the exact JSON formats of ``ip -j link show``, ``ip -j route
-show table T`` and ``bpftool -j map dump`` (built below from the lab plan of lab-r1-h2)."""
+silently cut on the ToR port (``tor_bfd_peers_slot1_*``). Host side: ``host_datapath_*`` are
+``measure.datapath_input`` records captured on the datapath harness (labkit/dp_harness.py, lab-r1-h2 deployed by
+the datapath core in kernel and in eBPF mode, then eth2 set admin down); the variations below are built in the
+same JSON formats (``ip -j link show``, ``ip -j route show table T``, ``bpftool -j map dump``)."""
 
 from __future__ import annotations
 
@@ -170,6 +171,16 @@ def test_missing_evidence_is_out_of_service_never_pass(host):
     assert vals(rec, host)["out_of_service"] == 4
     with pytest.raises(engine.MeasurementError):
         vals({}, host)
+
+
+@pytest.mark.parametrize("mode", ["kernel", "ebpf"])
+def test_recorded_host_state(host, mode):
+    v = vals(fx("host_datapath_%s_up.json" % mode), host)
+    assert (v["in_service"], v["nics"], v["mode"]) == (4, 4, mode)
+    v = vals(fx("host_datapath_%s_eth2_down.json" % mode), host)
+    assert [d["nic"] for d in v["detail"]] == ["eth2"] and v["detail"][0]["reasons"][0] == "admin down"
+    if mode == "kernel":    # the kernel drops the NIC's own default routes with the link
+        assert "no own ipv4 default route in table 1102 (metric 10): not in the egress set" in v["detail"][0]["reasons"]
 
 
 # --- ToR side (recorded from a real FRR 8.4.4 ToR) -----------------------------------------------
