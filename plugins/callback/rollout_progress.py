@@ -57,6 +57,7 @@ _KEYS = {
     "nic_shares": ("max_deviation", "worst", "directions"),
     "probe_loss": ("loss_percent", "transmitted"),
     "sidecars": ("healthy", "slots"),
+    "nics_in_service": ("in_service", "nics", "bfd_up"),
 }
 
 

@@ -137,14 +137,61 @@ def format_delta(dels, adds):
     return redact("\n".join(lines) + ("\n" if lines else ""))
 
 
-def apply(run, target, path):
+# FRR 8.4 bgpd (bgp_bfd.c): the "no" forms of a neighbor's BFD sub-options ("no neighbor X bfd
+# check-control-plane-failure", "no neighbor X bfd profile P") first (re)create the neighbor's BFD
+# configuration (bgp_peer_configure_bfd / bgp_group_configure_bfd) and only then clear the option.
+# frr-reload.py deletes a neighbor's lines in running-config order, "no neighbor X bfd" before its
+# sub-options, so taking BFD away (a ToR restored from a pre-BFD copy) turned it straight back on:
+# "neighbor X bfd" stayed, bgpd kept its BFD sessions, bfdd its "bfd" node ("running config did not
+# converge: no bfd"; a second frr-reload.py pass would remove what the first re-created). Deleting the
+# sub-options first, while BFD is still on, leaves frr-reload.py nothing to re-enable.
+# Likewise bfdd's node: frr-reload.py sends "no bfd" and after it "bfd" / " no profile P", which re-creates
+# an empty "bfd" node. A deleted "bfd" node is therefore removed first, as a whole, by "no bfd".
+_BFD_OPTION_DELETE = re.compile(r"^\s*no neighbor (\S+) bfd (check-control-plane-failure|profile)\b.*$")
+
+
+def bfd_options_first(dels):
+    """[(context, command)] to send before frr-reload.py (context None: top level): the deleted BFD
+    sub-option lines of BGP neighbors in their ``router bgp`` context, then ``no bfd`` when the whole bfdd
+    node goes (see ``_BFD_OPTION_DELETE``). ``dels``: the "Lines To Delete" of :func:`delta`."""
+    out = []
+    ctx = None
+    for line in dels:
+        if line and not line[0].isspace():
+            ctx = line.strip()
+            continue
+        if ctx and ctx.startswith("router bgp") and _BFD_OPTION_DELETE.match(line):
+            out.append((ctx, line.strip()))
+    if any(line.strip() == "no bfd" and not line[0].isspace() for line in dels if line):
+        out.append((None, "no bfd"))
+    return out
+
+
+def apply(run, target, path, dels=None):
     """Apply the candidate with ``frr-reload.py --reload``; returns ``(left, warnings)``.
 
     Success is judged by the result, not by frr-reload.py's exit code: its second pass re-sends
     every added line, and FRR 8.4 rejects a repeated ``graceful-restart-disable`` ("not valid at this
     moment") although the first pass applied it. So: reload, then diff again; the running config
     matching the candidate (``left`` empty) is success, with the tool's complaints as warnings.
+
+    ``dels``: the lines to delete (from :func:`delta`; measured here when not given). Deleted BFD
+    sub-option lines go first, through vtysh (see :func:`bfd_options_first`).
     """
+    if dels is None:
+        dels = delta(run, target, path)[0]
+    first = bfd_options_first(dels)
+    if first:
+        argv, cur = ["-c", "configure terminal"], None
+        for ctx, cmd in first:
+            if ctx != cur:
+                argv += (["-c", "exit"] if cur else []) + (["-c", ctx] if ctx else [])
+                cur = ctx
+            argv += ["-c", cmd]
+        rc, out, err = run(target.vtysh(*(argv + ["-c", "end"])))
+        if rc != 0:
+            raise FrrApplyError("vtysh (BFD options before frr-reload.py: %s) failed (rc %d)"
+                                % ("; ".join(cmd for dummy, cmd in first), rc), (out or "") + (err or ""))
     rc, out, err = run(target.reload("reload", path))
     warnings = []
     if rc != 0:
@@ -200,7 +247,7 @@ def converge(run, target, text, check_mode=False, candidate_path=None, scratch_d
                   "diff": format_delta(dels, adds), "warnings": [],
                   "candidate": None if scratch else path}
         if result["changed"] and not check_mode:
-            left, warnings = apply(run, target, path)
+            left, warnings = apply(run, target, path, dels)
             result["warnings"] = warnings
             if left[0] or left[1]:
                 raise FrrApplyError("running config did not converge:\n%s" % format_delta(*left))

@@ -20,8 +20,8 @@ description:
     V(inconclusive) (a gate never passes on missing evidence)."
   - Built-in gates (O(gate)) know their measurement and defaults; V(custom) takes any command printing a JSON object
     or already-measured O(data) plus a O(success_condition).
-  - The module runs where the measurement is (a ToR or spine for FRR state, a GPU host for sidecar status and
-    ping probes). Measurements are read-only; the module never changes anything.
+  - The module runs where the measurement is (a ToR or spine for FRR state, a GPU host for sidecar status,
+    datapath state and ping probes). Measurements are read-only; the module never changes anything.
 options:
   gate:
     description:
@@ -32,21 +32,27 @@ options:
         (source V(values), a C(netscale.multinic.lab_probe) result).
       - V(probe_loss) loss of a ping probe (source V(ping)).
       - V(sidecars) every VipInjector instance healthy (source V(vipinjector)).
+      - V(nics_in_service) every NIC of the host in service. Source V(datapath) (on the host) - admin up with
+        carrier, and in the host's egress set (kernel mode its own default route in its table and a member of
+        the fallback multipath routes, eBPF mode its C(mn_nics) entry without the NIC_OUT flag); source V(frr)
+        (on the ToR) - the BFD session of every slot on the NIC up (C(show bfd peers json)). Evidence that cannot
+        be read counts the NIC out of service.
       - V(custom) O(success_condition) over the values of O(command) or O(data).
     type: str
     required: true
-    choices: [bgp_sessions, ecmp_width, spine_task_routes, nic_shares, probe_loss, sidecars, custom]
+    choices: [bgp_sessions, ecmp_width, spine_task_routes, nic_shares, probe_loss, sidecars, nics_in_service, custom]
   name:
     description: Name of this gate in results and reports (default O(gate)).
     type: str
   source:
     description:
       - Where the values come from. V(frr) runs O(vtysh) here; V(vipinjector) reads the status files under
-        O(runtime_dir); V(ping) runs ping (O(ping)); V(command) runs O(command), which prints a JSON object;
+        O(runtime_dir); V(datapath) reads the host datapath's state (O(state_dir), C(ip -j), C(bpftool));
+        V(ping) runs ping (O(ping)); V(command) runs O(command), which prints a JSON object;
         V(values) uses O(data) as measured (it is evaluated once).
-      - Default per gate (V(frr), V(frr), V(frr), V(values), V(ping), V(vipinjector), V(command)).
+      - Default per gate (V(frr), V(frr), V(frr), V(values), V(ping), V(vipinjector), V(datapath), V(command)).
     type: str
-    choices: [frr, vipinjector, ping, command, values]
+    choices: [frr, vipinjector, datapath, ping, command, values]
   data:
     description: Recorded input for O(source=values) (FRR JSON, a lab_probe result, ping output, status per slot) or,
       for O(gate=custom), the values themselves.
@@ -70,6 +76,14 @@ options:
     type: str
     choices: [auto, ipv6, ipv4]
     default: auto
+  state_dir:
+    description: State directory of the host datapath (C(datapath.json); source V(datapath)).
+    type: path
+    default: /var/lib/netscale-multinic
+  bpffs_root:
+    description: bpffs mount point the eBPF datapath pins its maps under (source V(datapath)).
+    type: path
+    default: /sys/fs/bpf
   vtysh:
     description: vtysh command line (e.g. with C(--vty_socket DIR) for an FRR instance in its own run dir).
     type: list
@@ -156,7 +170,7 @@ attributes:
     description: Nothing changes, so there is no diff.
   platform:
     support: full
-    description: Linux (FRR C(vtysh), iputils C(ping), VipInjector status files).
+    description: Linux (FRR C(vtysh), iputils C(ping), iproute2 C(ip), C(bpftool), VipInjector status files).
     platforms: posix
 notes:
   - Gate results (values, every measurement, verdict, reason, timings) are what the rollout report shows.
@@ -178,6 +192,18 @@ EXAMPLES = r"""
     hosts: ["{{ multinic_host }}"]
     params:
       share_tolerance: 0.05
+
+- name: Every NIC of this host in service (link, egress set)
+  netscale.multinic.health_gate:
+    gate: nics_in_service
+    hosts: ["{{ multinic_host }}"]
+
+- name: The BFD session of every slot on every NIC of this host up on its ToR
+  netscale.multinic.health_gate:
+    gate: nics_in_service
+    source: frr
+    hosts: ["{{ multinic_host }}"]
+  delegate_to: "{{ multinic_host.tor }}"
 
 - name: A custom gate over a command's JSON output
   netscale.multinic.health_gate:
@@ -247,7 +273,7 @@ def main():
         argument_spec=dict(
             gate=dict(type="str", required=True, choices=list(builtin.GATES) + ["custom"]),
             name=dict(type="str"),
-            source=dict(type="str", choices=["frr", "vipinjector", "ping", "command", "values"]),
+            source=dict(type="str", choices=["frr", "vipinjector", "datapath", "ping", "command", "values"]),
             data=dict(type="raw"),
             hosts=dict(type="list", elements="dict", default=[]),
             rack_prefixes=dict(type="list", elements="str", default=[]),
@@ -255,6 +281,8 @@ def main():
             session_family=dict(type="str", choices=["auto", "ipv6", "ipv4"], default="auto"),
             vtysh=dict(type="list", elements="str", default=["vtysh"]),
             runtime_dir=dict(type="path", default="/run/netscale-vipinjector"),
+            state_dir=dict(type="path", default="/var/lib/netscale-multinic"),
+            bpffs_root=dict(type="path", default="/sys/fs/bpf"),
             ping=dict(type="dict", options=dict(
                 target=dict(type="str", required=True),
                 netns=dict(type="str"),
@@ -291,8 +319,16 @@ def main():
         problems.append("source=command needs command (argv printing a JSON object)")
     if source == "ping" and not p["ping"]:
         problems.append("source=ping needs ping.target (e.g. the lab storage address)")
-    if gate in ("bgp_sessions", "ecmp_width") and not p["hosts"]:
+    if gate in ("bgp_sessions", "ecmp_width", "nics_in_service") and not p["hosts"]:
         problems.append("gate=%s needs hosts (the multinic_host data of the hosts under test)" % gate)
+    if gate == "nics_in_service" and source not in ("datapath", "frr", "values"):
+        problems.append("gate=nics_in_service: source=%s cannot measure it; use datapath (on the host) or frr "
+                        "(BFD sessions, on the ToR)" % source)
+    if source == "datapath" and gate != "nics_in_service":
+        problems.append("source=datapath measures gate nics_in_service only, not %s" % gate)
+    if gate == "nics_in_service" and source == "datapath" and len(p["hosts"]) > 1:
+        problems.append("gate=nics_in_service with source=datapath reads this host's own state: pass hosts with "
+                        "exactly this host (got %d)" % len(p["hosts"]))
     if gate == "spine_task_routes" and not p["rack_prefixes"]:
         problems.append("gate=spine_task_routes needs rack_prefixes (the spine's rack aggregates)")
     slots = p["slots"]
@@ -330,7 +366,7 @@ def main():
     measure_fn = measure.measurement(
         gate, source, run=run, hosts=p["hosts"], rack_prefixes=p["rack_prefixes"],
         session_family=p["session_family"], slots=slots, vtysh=p["vtysh"], runtime_dir=p["runtime_dir"],
-        ping=p["ping"], command=p["command"], data=p["data"])
+        ping=p["ping"], command=p["command"], data=p["data"], state_dir=p["state_dir"], bpffs_root=p["bpffs_root"])
     try:
         spec = engine.GateSpec(
             p["name"] or gate, measure_fn, d["success_condition"], failure_condition=p["failure_condition"],

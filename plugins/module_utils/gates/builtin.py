@@ -13,7 +13,10 @@ Inputs are what the fabric already reports:
   addresses, task IPs) and the spine's ``spine_data`` (rack aggregates);
 - ``lab_probe`` results (per-NIC byte shares per direction);
 - ``ping`` output (loss);
-- VipInjector status JSON per slot.
+- VipInjector status JSON per slot;
+- the host datapath's own state (``datapath.json`` of the host_datapath role, ``ip -j link``, the
+  per-NIC route tables in kernel mode, the pinned ``mn_nics`` map in eBPF mode) and the ToR's
+  ``show bfd peers json`` (``nics_in_service``).
 
 Each ``values_*`` function returns a flat dict of numbers (the names the conditions use) plus
 ``detail`` lists naming the offending host/NIC/prefix, which the report prints.
@@ -24,7 +27,9 @@ from __future__ import annotations
 import copy
 import ipaddress
 import re
+import struct
 
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as datapath_spec
 from ansible_collections.netscale.multinic.plugins.module_utils.gates.engine import MeasurementError
 
 # Default definitions. ``params`` are the thresholds (variables of the health_gates role).
@@ -59,6 +64,15 @@ DEFAULTS = {
         "success_condition": "transmitted > 0 and loss_percent <= max_loss_percent",
         "params": {"max_loss_percent": 0.0},
         "interval": 0.0, "count": 1, "failure_limit": 0, "success_threshold": None,
+    },
+    "nics_in_service": {
+        "description": "every NIC of the host in service: admin up with carrier, in the host's egress set "
+                       "(kernel: its own default route in its table and a member of the fallback multipath routes; "
+                       "eBPF: its mn_nics entry without NIC_OUT), and, measured on the ToR, the BFD session of every "
+                       "slot on it up; evidence that cannot be read counts as out of service",
+        "success_condition": "in_service == nics and nics > 0",
+        "params": {},
+        "interval": 1.0, "count": 30, "failure_limit": 29, "success_threshold": 2,
     },
     "sidecars": {
         "description": "every VipInjector sidecar is healthy: sessions up, full allocation announced, guard clean, "
@@ -336,6 +350,170 @@ def values_sidecars(instances, slots=None):
     return {"slots": len(want), "healthy": healthy, "unhealthy": len(bad), "detail": bad}
 
 
+# mn_nics value (struct nic_val: ifindex, flags, gw4, gw6) and its NIC_OUT flag bit, set by the host's NIC
+# watcher when it takes a NIC out of the egress set (datapath/health.py; bit 0/1: gw4/gw6 valid).
+MN_NICS_VALUE = "<II4s16s"
+NIC_OUT = 4
+
+
+def _hex_bytes(items):
+    return bytes(int(x, 16) for x in items)
+
+
+def _mn_nics(dump):
+    """{index: (ifindex, flags)} from ``bpftool -j map dump`` of mn_nics (raw hex bytes or BTF-formatted)."""
+    out = {}
+    for e in dump or []:
+        if "formatted" in e and isinstance(e["formatted"], dict):
+            f = e["formatted"]
+            val = f.get("value") or {}
+            out[int(f.get("key"))] = (int(val.get("ifindex", 0)), int(val.get("flags", 0)))
+            continue
+        key = _hex_bytes(e["key"])
+        val = _hex_bytes(e.get("value") or [])
+        if len(key) != 4 or len(val) < 8:
+            continue
+        ifindex, flags = struct.unpack("<II", val[:8])
+        out[struct.unpack("<I", key)[0]] = (ifindex, flags)
+    return out
+
+
+def _route_devs(route):
+    """[(dev, flags)] of a route of ``ip -j route show`` (one entry per next hop)."""
+    if route.get("nexthops"):
+        return [(n.get("dev"), list(n.get("flags") or []) + list(route.get("flags") or []))
+                for n in route["nexthops"]]
+    return [(route.get("dev"), list(route.get("flags") or []))]
+
+
+_DEAD_FLAGS = ("linkdown", "dead")
+
+
+def _datapath_reasons(dp, nic):
+    """Reasons NIC ``nic`` (planner host data entry) of the host is out of service by the host's own state
+    (``dp``: the ``datapath`` record of measure.datapath_input); empty = in service."""
+    if not dp or not dp.get("configured"):
+        return ["no datapath state on the host (%s): cannot tell the NIC is in service"
+                % ((dp or {}).get("error") or "not configured")]
+    reasons = []
+    name, index = nic.get("name"), int(nic["index"])
+    spec_nic = next((n for n in dp.get("nics") or [] if n.get("name") == name), None)
+    if spec_nic is None:
+        return ["not a NIC of the deployed datapath (datapath.json lists %s)"
+                % ", ".join(str(n.get("name")) for n in dp.get("nics") or [])]
+    if dp.get("links_error"):
+        return ["links not readable: %s" % dp["links_error"]]
+    link = next((ln for ln in dp.get("links") or [] if ln.get("ifname") == name), None)
+    if link is None:
+        return ["link %s not found on the host" % name]
+    flags = link.get("flags") or []
+    if "UP" not in flags:
+        reasons.append("admin down")
+    elif "LOWER_UP" not in flags or "NO-CARRIER" in flags:
+        reasons.append("carrier down (operstate %s)" % link.get("operstate", "?"))
+    if dp.get("ebpf"):
+        if dp.get("mn_nics_error"):
+            reasons.append("mn_nics not readable: %s" % dp["mn_nics_error"])
+            return reasons
+        entry = _mn_nics(dp.get("mn_nics")).get(index)
+        if not entry or not entry[0]:
+            reasons.append("no mn_nics entry %d: not in the egress set" % index)
+        elif entry[0] != link.get("ifindex"):
+            reasons.append("mn_nics entry %d points at ifindex %d, %s is %s" % (index, entry[0], name, link.get("ifindex")))
+        elif entry[1] & NIC_OUT:
+            reasons.append("taken out of the egress set (NIC_OUT set in mn_nics)")
+        return reasons
+    base = int(dp.get("table_base", 0))
+    own_metric = int(dp.get("metric_own", datapath_spec.METRIC_OWN))
+    fb_metric = int(dp.get("metric_fallback", datapath_spec.METRIC_FALLBACK))
+    nic_count = len(dp.get("nics") or [])
+    for fam in spec_nic.get("families") or []:
+        tables = (dp.get("routes") or {}).get(fam) or {}
+        table = str(base + index)
+        if table not in tables:
+            reasons.append("%s routes of table %s not readable: %s" % (fam, table, (dp.get("routes_error") or {}).get(
+                "%s/%s" % (fam, table), "not measured")))
+            continue
+        own = [r for r in tables[table] if r.get("dst") == "default" and int(r.get("metric", 0) or 0) == own_metric]
+        devs = [d for r in own for d in _route_devs(r)]
+        if not any(d == name for d, dummy in devs):
+            reasons.append("no own %s default route in table %s (metric %d): not in the egress set" % (fam, table, own_metric))
+        elif any(d == name and any(f in _DEAD_FLAGS for f in fl) for d, fl in devs):
+            reasons.append("own %s default route in table %s is linkdown" % (fam, table))
+        if nic_count < 2:
+            continue
+        # a member of the fallback multipath default route of every NIC's table (where that table was read)
+        for other in sorted(tables):
+            fb = [r for r in tables[other] if r.get("dst") == "default" and int(r.get("metric", 0) or 0) == fb_metric]
+            members = [d for r in fb for d, dummy in _route_devs(r)]
+            if fb and name not in members:
+                reasons.append("left out of the %s fallback multipath default route of table %s" % (fam, other))
+    return reasons
+
+
+def _bfd_status(peers):
+    """{peer address: status} from ``show bfd peers json`` (a list of peers)."""
+    out = {}
+    for p in peers or []:
+        if isinstance(p, dict) and p.get("peer"):
+            out[_norm_addr(p["peer"])] = p.get("status", "unknown")
+    return out
+
+
+def values_nics_in_service(data, hosts, session_family="auto"):
+    """Every NIC of ``hosts`` in service, by the evidence ``data`` holds: ``datapath`` (the host's own record,
+    measure.datapath_input: link, egress set) and/or ``bfd_peers`` (the ToR's ``show bfd peers json``: the BFD
+    session of each (slot, NIC) BGP neighbor). A NIC with any reason is out of service; evidence that cannot
+    be read is a reason (never a pass)."""
+    if isinstance(data, list):
+        data = {"bfd_peers": data}
+    if not isinstance(data, dict) or not ("datapath" in data or "bfd_peers" in data):
+        raise MeasurementError("nics_in_service needs a datapath record (source datapath, on the host) or the "
+                               "ToR's show bfd peers json (source frr)")
+    evidence = [k for k in ("datapath", "bfd_peers") if k in data]
+    bfd = _bfd_status(data["bfd_peers"]) if "bfd_peers" in data else None
+    dp = data.get("datapath")
+    if dp is not None and len(hosts) != 1:
+        raise MeasurementError("nics_in_service with a host's datapath record needs hosts with exactly that host")
+    nics = in_service = bfd_sessions = bfd_up = 0
+    bad = []
+    for h in hosts:
+        for nic in sorted(h.get("nics") or [], key=lambda n: int(n["index"])):
+            nics += 1
+            reasons = []
+            if dp is not None:
+                if dp.get("host") and dp["host"] != h["name"]:
+                    reasons.append("datapath state is of host %s" % dp["host"])
+                else:
+                    reasons.extend(_datapath_reasons(dp, nic))
+            if bfd is not None:
+                for slot in h.get("slots") or []:
+                    for sn in slot.get("nics") or []:
+                        if int(sn["index"]) != int(nic["index"]):
+                            continue
+                        for fam in _families(h, session_family):
+                            addr = _norm_addr(sn["address"][fam])
+                            bfd_sessions += 1
+                            st = bfd.get(addr)
+                            if st == "up":
+                                bfd_up += 1
+                            else:
+                                reasons.append("BFD session of slot %s (ToR peer %s) %s"
+                                               % (slot["slot"], addr, st or "not on the ToR"))
+            if reasons:
+                bad.append({"host": h["name"], "nic": nic.get("name", "nic%d" % nic["index"]),
+                            "index": int(nic["index"]), "reasons": reasons})
+            else:
+                in_service += 1
+    out = {"nics": nics, "in_service": in_service, "out_of_service": len(bad), "evidence": "+".join(evidence),
+           "detail": bad}
+    if dp is not None:
+        out["mode"] = ("ebpf" if dp.get("ebpf") else "kernel") if dp.get("configured") else "unknown"
+    if bfd is not None:
+        out.update({"bfd_sessions": bfd_sessions, "bfd_up": bfd_up})
+    return out
+
+
 def _nic_name(host, index):
     for n in host.get("nics") or []:
         if n.get("index") == index:
@@ -358,6 +536,8 @@ def values_for(gate, data, hosts=None, rack_prefixes=None, session_family="auto"
         if isinstance(data, str):
             return values_probe_loss(ping_output=data)
         return values_probe_loss(transmitted=(data or {}).get("transmitted"), received=(data or {}).get("received"))
+    if gate == "nics_in_service":
+        return values_nics_in_service(data, hosts, session_family)
     if gate == "sidecars":
         if isinstance(data, dict) and isinstance(data.get("instances"), dict):
             data = data["instances"]

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bpf as datapath_bpf
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as datapath_spec
 from ansible_collections.netscale.multinic.plugins.module_utils.frr_state import split_json_stream
 from ansible_collections.netscale.multinic.plugins.module_utils.gates import builtin
 from ansible_collections.netscale.multinic.plugins.module_utils.gates.engine import MeasurementError
@@ -21,6 +23,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.gates.engine imp
 
 FRR_COMMANDS = {
     "neighbors": ["show bgp neighbors json"],
+    "bfd_peers": ["show bfd peers json"],
     "routes": ["show ip route json", "show ipv6 route json"],
 }
 
@@ -40,7 +43,7 @@ def frr_input(run, vtysh, what):
         raise MeasurementError("%s: output is not JSON (%s)" % (" ".join(argv), exc))
     if len(docs) != len(cmds):
         raise MeasurementError("%s: %d JSON documents for %d commands" % (" ".join(argv), len(docs), len(cmds)))
-    return docs[0] if what == "neighbors" else docs
+    return docs if what == "routes" else docs[0]
 
 
 def process_chain(pid, proc_root="/proc", depth=2):
@@ -83,6 +86,62 @@ def vipinjector_input(runtime_dir, slots, proc_root="/proc"):
     return out
 
 
+def _json_output(run, argv):
+    """(parsed JSON stdout, None) or (None, error text) of ``argv``."""
+    try:
+        rc, out, err = run(list(argv))
+    except OSError as exc:
+        return None, "%s: %s" % (argv[0], exc)
+    if rc != 0:
+        return None, "%s failed (rc %s): %s" % (" ".join(argv), rc, (err or out or "").strip()[:300])
+    try:
+        return json.loads(out or "[]"), None
+    except ValueError as exc:
+        return None, "%s: output is not JSON (%s)" % (" ".join(argv), exc)
+
+
+def datapath_input(run, state_dir="/var/lib/netscale-multinic", bpffs_root="/sys/fs/bpf"):
+    """The host's own view of its NICs (gate ``nics_in_service``, source ``datapath``): the datapath the
+    host_datapath role deployed (``datapath.json``: mode, NICs, per-NIC tables), ``ip -j link show``, and the
+    egress set: eBPF mode the pinned ``mn_nics`` map (``bpftool -j map dump``), kernel mode ``ip -j route
+    show table T`` of every NIC's table. Whatever cannot be read is recorded as an error (the gate counts the
+    NIC out of service), never left out."""
+    rec = {"configured": False}
+    try:
+        with open(os.path.join(state_dir, "datapath.json")) as f:
+            st = json.load(f)
+        spec = st["spec"]
+        nics = [{"name": n["name"], "index": int(n["index"]),
+                 "families": [fam for fam in ("ipv4", "ipv6") if fam in n]} for n in spec["nics"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        rec["error"] = "%s/datapath.json: %s" % (state_dir, exc)
+        return {"datapath": rec}
+    rec.update({"configured": True, "host": spec.get("host"), "ebpf": bool(spec.get("ebpf")), "nics": nics,
+                "table_base": int(spec.get("table_base", datapath_spec.TABLE_BASE)),
+                "metric_own": datapath_spec.METRIC_OWN, "metric_fallback": datapath_spec.METRIC_FALLBACK})
+    rec["links"], rec["links_error"] = _json_output(run, ["ip", "-j", "link", "show"])
+    if rec["ebpf"]:
+        version = st.get("bpf_version")
+        if not version:
+            rec["mn_nics"], rec["mn_nics_error"] = None, "datapath.json names no loaded BPF version"
+        else:
+            pin = os.path.join(bpffs_root, datapath_bpf.PIN_SUBDIR, "v-" + version, "maps", "mn_nics")
+            rec["mn_nics"], rec["mn_nics_error"] = _json_output(run, ["bpftool", "-j", "map", "dump", "pinned", pin])
+        return {"datapath": rec}
+    rec["routes"], rec["routes_error"] = {}, {}
+    for fam in ("ipv4", "ipv6"):
+        for n in nics:
+            if fam not in n["families"]:
+                continue
+            table = str(rec["table_base"] + n["index"])
+            routes, error = _json_output(run, ["ip", "-j", "-%s" % fam[-1], "route", "show", "table", table])
+            if error:
+                rec["routes_error"]["%s/%s" % (fam, table)] = error
+            else:
+                rec["routes"].setdefault(fam, {})[table] = routes
+    return {"datapath": rec}
+
+
 def ping_argv(target, count=20, interval=0.05, netns=None, timeout=2, nsenter="nsenter"):
     """ping from a workload namespace of this host (``nsenter --net=/run/netns/NS``, so the host's
     own bpffs/sysfs are left alone)."""
@@ -93,17 +152,20 @@ def ping_argv(target, count=20, interval=0.05, netns=None, timeout=2, nsenter="n
 
 
 def measurement(gate, source, run=None, hosts=None, rack_prefixes=None, session_family="auto", slots=None,
-                vtysh=("vtysh",), runtime_dir="/run/netscale-vipinjector", ping=None, command=None, data=None):
+                vtysh=("vtysh",), runtime_dir="/run/netscale-vipinjector", ping=None, command=None, data=None,
+                state_dir="/var/lib/netscale-multinic", bpffs_root="/sys/fs/bpf"):
     """A callable measuring built-in (or custom) ``gate`` from ``source``:
-    ``frr`` | ``vipinjector`` | ``ping`` | ``command`` (argv printing a JSON object) | ``values``
+    ``frr`` | ``vipinjector`` | ``datapath`` | ``ping`` | ``command`` (argv printing a JSON object) | ``values``
     (``data`` already measured: the gate's recorded input, or the values of a custom gate)."""
 
     def get_input():
         if source == "values":
             return data
         if source == "frr":
-            what = "neighbors" if gate == "bgp_sessions" else "routes"
+            what = {"bgp_sessions": "neighbors", "nics_in_service": "bfd_peers"}.get(gate, "routes")
             return frr_input(run, vtysh, what)
+        if source == "datapath":
+            return datapath_input(run, state_dir, bpffs_root)
         if source == "vipinjector":
             return vipinjector_input(runtime_dir, slots or [])
         if source == "ping":
@@ -123,7 +185,7 @@ def measurement(gate, source, run=None, hosts=None, rack_prefixes=None, session_
             except ValueError as exc:
                 raise MeasurementError("%s: stdout is not a JSON object (%s)" % (" ".join(command), exc))
             return val
-        raise MeasurementError("source %r: use one of frr, vipinjector, ping, command, values" % (source,))
+        raise MeasurementError("source %r: use one of frr, vipinjector, datapath, ping, command, values" % (source,))
 
     def measure():
         raw = get_input()
@@ -144,5 +206,6 @@ DEFAULT_SOURCE = {
     "nic_shares": "values",
     "probe_loss": "ping",
     "sidecars": "vipinjector",
+    "nics_in_service": "datapath",
     "custom": "command",
 }

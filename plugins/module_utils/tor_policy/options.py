@@ -32,8 +32,12 @@ DEFAULT_OPTIONS = {
     # roles/vipinjector): detection interval_ms x multiplier instead of the hold timer.
     # check_control_plane_failure: FRR "neighbor X bfd check-control-plane-failure" (the C-bit: a BFD
     # down from a control-plane-dependent peer also flushes graceful-restart stale routes).
+    # multihop_hosts: hosts on the kernel-forwarding datapath (host_datapath_ebpf false; the tor_bgp role fills
+    # it in): the host decrements the TTL of the BFD packets, which single-hop BFD (RFC 5881) discards, so their
+    # peer-groups use ebgp-multihop (hop_limit.hops) and bgpd asks bfdd for multihop BFD (RFC 5883, UDP 4784),
+    # answered by the slot's responder with vipinjector_bfd.multihop.
     "bfd": {"enabled": False, "profile": "multinic-hosts", "interval_ms": 100, "multiplier": 3,
-            "check_control_plane_failure": True},
+            "check_control_plane_failure": True, "multihop_hosts": []},
     # The sidecar connects; the ToR does not dial 1024 container addresses.
     "passive": True,
     # ipv6: IPv4 NLRI (with IPv4 next hops) rides the IPv6 session; ipv4: separate IPv4 sessions.
@@ -180,6 +184,10 @@ def _check_bfd(opts, problems):
         if not isinstance(b.get("check_control_plane_failure"), bool):
             problems.append(InputProblem("options.bfd.check_control_plane_failure", b.get("check_control_plane_failure"),
                                          "must be a boolean", "use true (FRR: bfd check-control-plane-failure)"))
+        mh = b.get("multihop_hosts")
+        if not isinstance(mh, list) or not all(isinstance(x, str) and x for x in mh):
+            problems.append(InputProblem("options.bfd.multihop_hosts", mh, "must be a list of host names",
+                                         "list the hosts on the kernel datapath (the tor_bgp role does), or []"))
         if not isinstance(b.get("profile"), str) or not _NAME_OK.match(b["profile"]):
             problems.append(InputProblem("options.bfd.profile", b.get("profile"), "must be a simple name",
                                          "use letters, digits, '-', '_'"))

@@ -40,6 +40,10 @@ def tor_structured_config(rack, options=None, md5_keys=None, platform=None):
     sessions = bgp.HostSessionPlan(families=families, transports=bgp.session_transports(families, v4_over_v6),
                                    maximum_prefix=_maximum_prefix(opts, caps))
     host_groups = [bgp.host_group(h, sessions, keys.get(h["name"])) for h in rack["hosts"]]
+    multihop = set(opts["bfd"].get("multihop_hosts") or []) if opts["bfd"].get("enabled") else set()
+    for g in host_groups:
+        # hosts on the kernel datapath: multihop BFD, so ebgp-multihop on their peer-groups (bgpd's choice)
+        g["bfd_multihop"] = g["host"] in multihop
     uplinks = bgp.uplinks(tor, families, uplink_keys)
     return {
         "kind": "tor",

@@ -3,15 +3,22 @@
 FRR config with BFD on (bgpd + bfdd, profile 100 ms x 3, check-control-plane-failure), the slot runs
 the sidecar (ExaBGP + helper) and the host-side responder the vipinjector role deploys (zebra + bfdd in
 the slot's namespace, configuration from vipinjector.bfd). Assertions on observed state only: BFD
-peers on both ends, the ToR's BGP neighbors and its kernel FIB. Times: bench/vipinjector_bfd.py."""
+peers on both ends, the ToR's BGP neighbors and its kernel FIB. Times: bench/vipinjector_bfd.py.
+
+The same harness then rolls the ToR back to its pre-BFD copy the way the rollout's ToR restore does
+(frr_apply.converge, i.e. frr-reload.py): FRR 8.4 used to re-enable BFD on the way out ("running
+config did not converge: no bfd", see frr_apply.bfd_options_first)."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
 from labkit.mnv_harness import Harness, sh
+
+from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +58,7 @@ def _drop_port(h, port, table):
         % (table, table, port, table, port)])
 
 
-def test_bfd_up_on_every_session_and_silent_loss_drops_that_next_hop(hb):
+def test_bfd_up_on_every_session_silent_loss_drops_that_next_hop_and_pre_bfd_restore_converges(hb):
     h = hb
     sd = [s for s in h.host["slots"] if s["slot"] == 1][0]
     containers = dict((n["index"], n["address"]["ipv6"]) for n in sd["nics"])
@@ -105,3 +112,44 @@ def test_bfd_up_on_every_session_and_silent_loss_drops_that_next_hop(hb):
     assert _wait(tor_up, 20), h.bfd_peers()
     h.wait_width(v4, 4, timeout=20)
     h.wait_width(v6, 4, timeout=5)
+
+    # Rollback to the pre-BFD copy (rollout ToR restore: frr_config -> frr_apply.converge, i.e. frr_apply.apply)
+    # with the sessions up. frr-reload.py needs the integrated config mode and every daemon the config names
+    # (staticd: blackholes). The harness's per-daemon files give zebra the ToR's hostname and the other daemons
+    # the machine's, which vtysh cannot align: hostname lines are left out of the comparison (an integrated
+    # config has one hostname).
+    with open(os.path.join(h.frr_dir, "vtysh.conf"), "w") as f:
+        f.write("service integrated-vtysh-config\n")
+    h._frr_daemon(h.tor, h.frr_dir, "staticd", "/dev/null")
+    target = frr_apply.FrrTarget(confdir=h.frr_dir, vty_socket=h.frr_dir, rundir=h.frr_dir)
+    cand = os.path.join(h.frr_dir, "candidate.conf")
+
+    def run(argv):
+        r = sh(["ip", "netns", "exec", h.tor] + list(argv), check=False)
+        return r.returncode, r.stdout, r.stderr
+
+    def delta(text):
+        with open(cand, "w") as f:
+            f.write(text)
+        dels, adds = frr_apply.delta(run, target, cand)
+        return [ln for ln in dels + adds if "hostname" not in ln], dels
+
+    def restore(text):
+        diff, dels = delta(text)
+        left, dummy = frr_apply.apply(run, target, cand, dels)
+        return diff, [ln for ln in left[0] + left[1] if "hostname" not in ln]
+    pre_bfd, with_bfd = h.policy_config(), h.policy_config(bfd={"enabled": True})
+    diff, left = restore(pre_bfd)
+    assert any("bfd" in ln for ln in diff) and left == [], (diff, left)
+    running = h.vtysh("show running-config", js=False)
+    assert not [ln for ln in running.splitlines() if re.search(r"(^|\s)bfd(\s|$)", ln)], running
+    assert h.bfd_peers() == {}
+    states = h.session_states()
+    assert all(states[a] == "Established" for a in containers.values()), states   # no session reset
+    assert len(h.fib_nexthops(v4)) == 4 and len(h.fib_nexthops(v6)) == 4
+    assert delta(pre_bfd)[0] == []
+    # and forward again: the BFD policy comes back up on every session
+    diff, left = restore(with_bfd)
+    assert diff and left == [], (diff, left)
+    assert _wait(tor_up, 20), h.bfd_peers()
+    assert delta(with_bfd)[0] == []

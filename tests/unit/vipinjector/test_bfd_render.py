@@ -50,7 +50,52 @@ def test_tor_sees_the_same_pairs(plan, host):
     host_pairs = sorted((p["local"], p["peer"]) for p in bfd.render_bfd(host, 1, {"enabled": True})["model"]["peers"])
     assert tor_pairs == host_pairs
     assert sc["policy"]["bfd"] == {"enabled": True, "profile": "multinic-hosts", "interval_ms": 100, "multiplier": 3,
-                                   "check_control_plane_failure": True}
+                                   "check_control_plane_failure": True, "multihop_hosts": []}
+    assert not g["bfd_multihop"]
+
+
+@pytest.mark.parametrize("platform", ["frr", "eos"])
+def test_kernel_datapath_hosts_get_multihop_bfd_on_both_ends(plan, host, platform):
+    """A host on the kernel datapath (bfd.multihop_hosts): its peer-groups use ebgp-multihop, so the ToR's
+    bgpd asks for multihop BFD; the responder renders multihop peers with the same address pairs. Other
+    hosts of the rack keep ttl-security and single-hop BFD."""
+    racks = [plan.rack_data(r) for r in plan.topo.racks]
+    rack = [r for r in racks if host["name"] in [h["name"] for h in r["hosts"]]][0]
+    others = [h["name"] for h in rack["hosts"] if h["name"] != host["name"]]
+    keys = dict((h["name"], "k-%s" % h["name"]) for h in rack["hosts"])
+    sc = tor_policy.tor_structured_config(rack, {"bfd": {"enabled": True, "multihop_hosts": [host["name"]]}}, keys,
+                                          platform)
+    assert [g["host"] for g in sc["host_groups"] if g["bfd_multihop"]] == [host["name"]]
+    text = tor_policy.render(sc)
+    hop = ("ebgp-multihop 2", "ttl maximum-hops 2") if platform == "eos" else ("ebgp-multihop 2", "ttl-security hops 2")
+    for g in sc["host_groups"]:
+        for s in g["slots"]:
+            for pg in s["peer_groups"]:
+                multihop = " neighbor %s %s\n" % (pg["name"], hop[0])
+                single = " neighbor %s %s\n" % (pg["name"], hop[1])
+                if g["host"] == host["name"]:
+                    assert multihop in text and single not in text, pg["name"]
+                else:
+                    assert single in text and multihop not in text, pg["name"]
+                assert " neighbor %s bfd\n" % pg["name"] in text
+    assert others
+    # the host side of the same sessions, multihop (no interface: the slot's route to each gateway picks the veth)
+    peers = bfd.render_bfd(host, 1, {"enabled": True, "multihop": True})["files"]["bfdd.conf"]
+    pg = [s for s in [g for g in sc["host_groups"] if g["host"] == host["name"]][0]["slots"] if s["slot"] == 1][0]
+    for n in pg["peer_groups"][0]["neighbors"]:
+        assert " peer %s multihop local-address %s\n" % (n["gateway"], n["address"]) in peers
+    # BFD off: the list changes nothing (the hop-limit mode stays the policy's)
+    sc = tor_policy.tor_structured_config(rack, {"bfd": {"enabled": False, "multihop_hosts": [host["name"]]}}, keys,
+                                          platform)
+    assert not any(g["bfd_multihop"] for g in sc["host_groups"])
+
+
+def test_multihop_hosts_must_be_a_list_of_names(plan, host):
+    racks = [plan.rack_data(r) for r in plan.topo.racks]
+    rack = [r for r in racks if host["name"] in [h["name"] for h in r["hosts"]]][0]
+    with pytest.raises(tor_policy.TorPolicyError) as exc:
+        tor_policy.tor_structured_config(rack, {"bfd": {"enabled": True, "multihop_hosts": "lab-r1-h2"}})
+    assert "options.bfd.multihop_hosts" in str(exc.value) and "list of host names" in str(exc.value)
 
 
 def test_timers_multihop_passive(host):
