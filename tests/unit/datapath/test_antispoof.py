@@ -10,19 +10,11 @@ import struct
 import pytest
 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import antispoof as A, bpf, spec as S
+from dp_links import fake_links
 
 
 def _links(sp):
-    host = dict((n["name"], {"ifindex": 2 + n["index"], "address": "02:00:00:00:00:%02x" % n["index"]})
-                for n in sp["nics"])
-    ns, i = {}, 20
-    for s in sp["slots"]:
-        ns[s["netns"]] = {}
-        for v in s["nics"]:
-            host[v["veth"]] = {"ifindex": i, "address": "02:00:00:00:01:%02x" % i}
-            ns[s["netns"]][v["ifname"]] = {"ifindex": 2, "address": "02:00:00:00:02:%02x" % i}
-            i += 1
-    return host, ns
+    return fake_links(sp, first_veth_ifindex=20)
 
 
 def test_allowed_sources_are_task_ips_and_container_addresses_of_the_slot_only(plan):

@@ -7,22 +7,9 @@ import struct
 import pytest
 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as S, core, bpf
+from dp_links import fake_links
 
 SRC = os.path.join("roles", "host_datapath", "files", "bpf", "multinic_datapath.c")
-
-
-def _links(sp):
-    host_links = dict((n["name"], {"ifindex": 2 + n["index"], "address": "02:00:00:00:00:%02x" % n["index"]})
-                      for n in sp["nics"])
-    ns_links = {}
-    i = 10
-    for s in sp["slots"]:
-        ns_links[s["netns"]] = {}
-        for v in s["nics"]:
-            host_links[v["veth"]] = {"ifindex": i, "address": "02:00:00:00:01:%02x" % i}
-            ns_links[s["netns"]][v["ifname"]] = {"ifindex": 2, "address": "02:00:00:00:02:%02x" % i}
-            i += 1
-    return host_links, ns_links
 
 
 def test_policy_values():
@@ -54,7 +41,7 @@ def test_bad_policy_fails_before_any_change(plan, tmp_path):
 
 def test_ecfg_map_entry(plan):
     sp = S.build_spec(plan["lab-r1-h2"])
-    host_links, ns_links = _links(sp)
+    host_links, ns_links = fake_links(sp)
     assert "mn_ecfg" not in bpf.desired_maps(sp, host_links, ns_links)   # an object without the map
     for policy, code in (("hash", 0), ("least_loaded", 1)):
         m = bpf.desired_maps(sp, host_links, ns_links, egress=policy)

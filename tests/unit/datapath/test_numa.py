@@ -8,22 +8,9 @@ import struct
 import pytest
 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as S, bpf, facts
+from dp_links import fake_links
 
 SRC = os.path.join("roles", "host_datapath", "files", "bpf", "multinic_datapath.c")
-
-
-def _links(sp):
-    host_links = dict((n["name"], {"ifindex": 2 + n["index"], "address": "02:00:00:00:00:%02x" % n["index"]})
-                      for n in sp["nics"])
-    ns_links = {}
-    i = 10
-    for s in sp["slots"]:
-        ns_links[s["netns"]] = {}
-        for v in s["nics"]:
-            host_links[v["veth"]] = {"ifindex": i, "address": "02:00:00:00:01:%02x" % i}
-            ns_links[s["netns"]][v["ifname"]] = {"ifindex": 2, "address": "02:00:00:00:02:%02x" % i}
-            i += 1
-    return host_links, ns_links
 
 
 def _nics(plan):
@@ -38,10 +25,10 @@ def test_map_holds_local_masks_of_slots_with_a_preference(plan):
     sp = S.build_spec(plan["lab-r1-h2"], numa=numa)
     assert sp["numa"]["local_masks"] == {"1": 0b0011, "2": 0b1100}
     assert sp["numa"]["nic_nodes"] == dict(zip(names, [0, 0, 1, 1]))
-    m = bpf.desired_maps(sp, *_links(sp), numa=True)
+    m = bpf.desired_maps(sp, *fake_links(sp), numa=True)
     assert m["mn_numa"] == {struct.pack("<I", 1): struct.pack("<II", 0b0011, 3),
                             struct.pack("<I", 2): struct.pack("<II", 0b1100, 3)}
-    assert "mn_numa" not in bpf.desired_maps(sp, *_links(sp))      # an object without the map
+    assert "mn_numa" not in bpf.desired_maps(sp, *fake_links(sp))      # an object without the map
 
 
 def test_no_entry_when_every_nic_or_none_is_local_or_the_node_is_unknown(plan):
@@ -59,7 +46,7 @@ def test_no_entry_when_every_nic_or_none_is_local_or_the_node_is_unknown(plan):
     # without the option: no numa key, and an empty map (stale entries are deleted by map_diff)
     sp = S.build_spec(plan["lab-r1-h2"])
     assert "numa" not in sp
-    assert bpf.desired_maps(sp, *_links(sp), numa=True)["mn_numa"] == {}
+    assert bpf.desired_maps(sp, *fake_links(sp), numa=True)["mn_numa"] == {}
 
 
 @pytest.mark.parametrize("numa,field,value", [
