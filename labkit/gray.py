@@ -31,8 +31,8 @@ TOR_BFD_S = 0.3   # the ToR's BFD (100 ms x 3) drops a silent next hop in 0.29-0
 def set_fault(fab, host, k, kind, on=True):
     """Install (on) or remove every fault table of NIC k's ToR port. kind: silent / to_host / to_tor / arp_nd."""
     port = host.tor_port(k)
-    existing = [line.split()[2] for line in H.sh(["ip", "netns", "exec", fab.tor, "nft", "list", "tables",
-                                                   "netdev"]).stdout.splitlines() if line.startswith("table netdev")]
+    tables = H.sh(["ip", "netns", "exec", fab.tor, "nft", "list", "tables", "netdev"]).stdout.splitlines()
+    existing = [line.split()[2] for line in tables if line.startswith("table netdev")]
     direction = {"silent": "both", "to_host": "to_host", "to_tor": "to_tor", "arp_nd": "both"}[kind]
     add, delete = faults.plan(port, on, direction, "arp_nd" if kind == "arp_nd" else "all", existing)
     for t in delete:

@@ -10,7 +10,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.datapath import 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as datapath_spec
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import watcher as W
 
-NICS = ["eth0", "eth1", "eth2", "eth3"]
+NICS = ("eth0", "eth1", "eth2", "eth3")
 
 
 def alive(d, t, nics=NICS):
