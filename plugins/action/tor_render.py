@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import yaml
@@ -39,7 +40,9 @@ class ActionModule(ActionBase):
         devices = args.get("devices") or None
         if isinstance(devices, str):
             devices = [devices]
-        options = args.get("options") or {}
+        # plain dicts and lists: the options feed the rendered YAML, and Ansible 2.19's templated values are
+        # tagged container types that yaml.safe_dump cannot represent
+        options = json.loads(json.dumps(args.get("options") or {}))
         # The keys are read from a variable by name so that they never appear in the task's arguments.
         var = args.get("md5_keys_var", "tor_bgp_md5_keys")
         md5_keys = {}
