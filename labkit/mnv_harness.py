@@ -443,16 +443,24 @@ class Harness(object):
                 self.stop_exabgp(slot, signal.SIGKILL)
             except (OSError, RuntimeError):
                 pass
+        # the daemons (by the PIDs they wrote): SIGTERM to all, up to 2 s for all of them together, then SIGKILL
+        pids = []
         for pidf in self.pids:
             try:
                 with open(pidf) as f:
                     pid = int(f.read().strip())
                 os.kill(pid, signal.SIGTERM)
-                for dummy in range(100):
-                    os.kill(pid, 0)
-                    time.sleep(0.02)
-                os.kill(pid, signal.SIGKILL)
+                pids.append(pid)
             except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 2.0
+        while pids and time.monotonic() < deadline:
+            pids = [pid for pid in pids if _alive(pid)]
+            time.sleep(0.02)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
                 pass
         for ns in list(self.ns.values()) + [self.tor]:
             sh(["ip", "netns", "del", ns], check=False)
@@ -463,3 +471,12 @@ class Harness(object):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _alive(pid):
+    """Running (a zombie child counts as gone: it only waits to be reaped)."""
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
