@@ -31,9 +31,10 @@ if [ $run_e2e = 1 ]; then
   # Two lanes (CI time; docs/performance.md "CI"):
   #   background: the Molecule scenarios and the scoped-rollout lab test, two processes side by side, each on
   #     its own lab fabric (own node names, namespaces, cgroups, work dir);
-  #   foreground: static checks, unit tests and the lab tests that measure no traffic (ToR policy, lab), then,
-  #     once the background lane has finished, the timing-sensitive lab tests (datapath, stack, sidecars,
-  #     gates), which never run beside another lab.
+  #   foreground: static checks, unit tests and the ToR policy lab tests (own namespaces, no traffic measured),
+  #     then, once the background lane has finished, the other lab tests, alone on the machine: the
+  #     timing-sensitive ones (datapath, stack, sidecars, gates) and tests/e2e/lab, whose "the lab left
+  #     nothing behind" checks look at every lab fabric's namespaces, links and cgroups.
   step "lab image and sidecar wheel (shared caches, filled once before the lanes start)"
   python -c 'import sys; sys.path.insert(0, ".build")
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import image
@@ -65,9 +66,9 @@ if [ $run_static = 1 ]; then
   bash scripts/check-static.sh || rc_static=$?
 fi
 
-step "pytest: unit tests and the lab tests without traffic measurements"
+step "pytest: unit tests and the ToR policy lab tests (beside the background lane)"
 targets=(tests/unit tests/integration)
-[ $run_e2e = 1 ] && targets+=(tests/e2e/tor tests/e2e/lab tests/e2e/rollout/test_ee_awx.py)
+[ $run_e2e = 1 ] && targets+=(tests/e2e/tor tests/e2e/rollout/test_ee_awx.py)
 rc_a1=0
 python -m pytest --durations=10 "${targets[@]}" || rc_a1=$?
 
@@ -81,8 +82,8 @@ if [ $run_e2e = 1 ]; then
   cat "$lanes/b1.log"
   step "background lane: default + nic_failure (rc $rc_b2)"
   cat "$lanes/b2.log"
-  step "pytest: the timing-sensitive lab tests (alone on the machine)"
-  python -m pytest --durations=15 tests/e2e --ignore=tests/e2e/tor --ignore=tests/e2e/lab \
+  step "pytest: the timing-sensitive and the lab-wide lab tests (alone on the machine)"
+  python -m pytest --durations=15 tests/e2e --ignore=tests/e2e/tor \
     --ignore=tests/e2e/rollout/test_ee_awx.py --ignore="$molecule_tests" --ignore="$scoped_test" || rc_a2=$?
 fi
 step "summary: static $rc_static, unit+untimed e2e $rc_a1, background $rc_b1/$rc_b2, timed e2e $rc_a2"
