@@ -19,7 +19,8 @@ description:
     C(ingress) chain drops what the host sends (C(to_tor)), an C(egress) chain what the ToR sends
     (C(to_host)); the link stays up, so only BGP hold timers, BFD or the host's gateway probes notice it.
   - O(loss_kind=arp_nd) drops only ARP replies and ICMPv6 neighbour advertisements (address resolution
-    fails, traffic to already resolved neighbours flows).
+    fails, traffic to already resolved neighbours flows); O(loss_kind=bfd) drops only BFD control packets
+    (UDP 3784 and 4784; ARP/ND, BGP and traffic still flow, so only BFD can tell).
   - O(flap_storm) takes the link down and up O(flap_storm.count) times within O(flap_storm.seconds) and leaves
     it up. It is an event, not a state - it always reports changed (check mode - nothing done).
   - Every other setting is idempotent; options left out are not touched.
@@ -71,9 +72,10 @@ options:
     choices: [both, to_tor, to_host]
     default: both
   loss_kind:
-    description: C(all) (silent loss of every packet) or C(arp_nd) (ARP replies and ICMPv6 neighbour advertisements only).
+    description: C(all) (silent loss of every packet), C(arp_nd) (ARP replies and ICMPv6 neighbour advertisements only)
+      or C(bfd) (BFD control packets only, UDP 3784 and 4784).
     type: str
-    choices: [all, arp_nd]
+    choices: [all, arp_nd, bfd]
     default: all
   flap_storm:
     description: Link flaps in a burst (an event); O(link_side) chooses the end (C(tor) - the host sees carrier loss).
@@ -185,7 +187,7 @@ def main():
             link_side=dict(type="str", choices=["host", "tor"], default="host"),
             loss=dict(type="bool"),
             loss_direction=dict(type="str", choices=["both", "to_tor", "to_host"], default="both"),
-            loss_kind=dict(type="str", choices=["all", "arp_nd"], default="all"),
+            loss_kind=dict(type="str", choices=["all", "arp_nd", "bfd"], default="all"),
             flap_storm=dict(type="dict", options=dict(count=dict(type="int", default=10),
                                                       seconds=dict(type="float", default=5.0))),
         ),

@@ -84,6 +84,10 @@ options:
         with carrier lost, or whose gateway neighbour entry is FAILED leaves the egress set (eBPF - the
         NIC_OUT bit of the mn_nics map; kernel mode - its routes in the per-NIC tables). It returns after
         answering for I(hold_down) seconds, unless dampened (BGP-style penalty per flap).
+      - With I(bfd) the watcher also follows the BFD session state of the vipinjector role's per-slot
+        responders (FRR bfdd control sockets C(<bfd_dir>/slot<s>/bfdd.sock)): a NIC whose BFD sessions that
+        have been Up are all Down leaves the egress set at once and stays out until one is Up again, then
+        the same hold-down and dampening apply. A session that never came up never takes a NIC out.
       - Unset keys take the defaults shown.
     type: dict
     suboptions:
@@ -123,6 +127,17 @@ options:
         description: Ceiling of the penalty (bounds the suppression to half_life x log2(max_penalty / reuse)).
         type: int
         default: 4000
+      bfd:
+        description: Follow the BFD session state of the per-slot responders (no responder, no effect).
+        type: bool
+        default: true
+      bfd_dir:
+        description:
+          - Runtime directory of the vipinjector role's BFD responders, whose control sockets are
+            C(<bfd_dir>/slot<s>/bfdd.sock) (the role's C(netscale-vipinjector-bfd@) units use
+            C(/run/netscale-vipinjector-bfd)).
+        type: path
+        default: /run/netscale-vipinjector-bfd
   slot_numa:
     description:
       - NUMA preference (eBPF mode, optional). The NUMA node of each task slot's workload, a mapping
@@ -248,6 +263,8 @@ def main():
                 reuse=dict(type="int", default=1000),
                 half_life=dict(type="float", default=2.0),
                 max_penalty=dict(type="int", default=4000),
+                bfd=dict(type="bool", default=True),
+                bfd_dir=dict(type="path", default="/run/netscale-vipinjector-bfd"),
             )),
         ),
         supports_check_mode=True)

@@ -10,6 +10,9 @@ IPv4 gateway, or an IPv6 neighbour solicitation for the gateway when the NIC has
 reports each reply from the gateway. A NIC whose gateway has not answered for
 ``interval_ms * multiplier`` (default 100 ms x 3, like BFD) is dead; so is a NIC whose link lost
 carrier or was set down, or whose gateway the kernel marks FAILED (neighbour events), at once.
+BFD (``bfd``, :mod:`.bfdstate`): a NIC whose BFD sessions (the per-slot responders beside the
+sidecars) that have been Up are all Down is dead at once and stays dead - gateway replies do not
+revive it - until one session is Up again (``block`` / ``unblock``).
 
 The egress set: a dead NIC leaves it at once. It comes back only when (1) its gateway has answered
 continuously for ``hold_down`` seconds and (2) it is not suppressed. Dampening (BGP style): every
@@ -46,6 +49,10 @@ DEFAULTS = {
     "reuse": 1000,
     "half_life": 2.0,
     "max_penalty": 4000,
+    # BFD session state of the vipinjector role's per-slot responders (bfdd control sockets
+    # <bfd_dir>/slot<s>/bfdd.sock; the role's units use /run/netscale-vipinjector-bfd)
+    "bfd": True,
+    "bfd_dir": "/run/netscale-vipinjector-bfd",
 }
 
 # (key, minimum, maximum) of the numeric parameters
@@ -66,10 +73,16 @@ def check_params(params, prefix="host_datapath_detection"):
                 prefix, key, value, ", ".join(sorted(DEFAULTS))))
         if value is None:
             continue
-        if key == "enabled":
+        if key in ("enabled", "bfd"):
             if not isinstance(value, bool):
-                raise ValueError("%s.enabled: %r is not a boolean. Fix: set true or false." % (prefix, value))
+                raise ValueError("%s.%s: %r is not a boolean. Fix: set true or false." % (prefix, key, value))
             out[key] = value
+            continue
+        if key == "bfd_dir":
+            if not isinstance(value, str) or not value.startswith("/") or "\n" in value:
+                raise ValueError("%s.bfd_dir: %r is not an absolute path. Fix: set the directory of the BFD "
+                                 "responders' slot<s>/bfdd.sock (default %s)." % (prefix, value, DEFAULTS[key]))
+            out[key] = value.rstrip("/") or "/"
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError("%s.%s: %r is not a number. Fix: set a number (default %s)." % (
@@ -97,6 +110,7 @@ class _Nic(object):
         self.penalty = 0.0
         self.pen_t = now
         self.suppressed = False
+        self.blocked = {}   # cause -> reason: dead until every cause is lifted (BFD down)
 
 
 class Detector(object):
@@ -142,7 +156,26 @@ class Detector(object):
         if s is None:
             return []
         s.last_reply = now
-        if not s.alive:
+        if not s.alive and not s.blocked:
+            s.alive = True
+            s.healthy_since = now
+        return []
+
+    def block(self, nic, now, cause, reason):
+        """Dead at once and held dead (gateway replies do not revive it) until ``unblock(cause)``."""
+        s = self.nics.get(nic)
+        if s is None or cause in s.blocked:
+            return []
+        s.blocked[cause] = reason
+        return self._dead(nic, now, reason)
+
+    def unblock(self, nic, now, cause):
+        """``cause`` is lifted; the NIC is alive again when nothing else holds it and its gateway has
+        answered within the dead-after time (then the hold-down runs from now, see ``tick``)."""
+        s = self.nics.get(nic)
+        if s is None or s.blocked.pop(cause, None) is None:
+            return []
+        if not s.blocked and not s.alive and now - s.last_reply <= self.dead_after:
             s.alive = True
             s.healthy_since = now
         return []

@@ -19,6 +19,10 @@ follows the gateway's kernel neighbour state (`ip -o monitor neigh`: FAILED = de
 link events, and takes a dead NIC out of the egress set: eBPF mode - the NIC_OUT bit of mn_nics in
 every pinned version; kernel mode - the per-NIC tables' default routes. Hold-down and BGP-style
 dampening decide when it returns (:mod:`.health`). Every transition is logged.
+BFD: the watcher also subscribes to the session state of the vipinjector role's per-slot BFD
+responders (FRR bfdd control sockets ``<bfd_dir>/slot<s>/bfdd.sock``, found and re-found every
+second, reconnected after a responder restart): a NIC whose sessions that have been Up are all Down
+is dead until one is Up again (:mod:`.bfdstate`).
 
 eBPF mode: a second thread follows `ip -o monitor address route rule` and keeps the program's
 host-local maps (mn_local4/6, see :mod:`.localmap`) equal
@@ -30,6 +34,7 @@ been quiet for 5 ms, at most 50 ms after its first event; plus a full check ever
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -42,6 +47,7 @@ import sys
 import threading
 import time
 
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bfdstate
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
 
@@ -411,6 +417,19 @@ class Health(threading.Thread):
             with self.lock:
                 self._transitions(self.detector.down(dev, time.monotonic(), "gateway %s FAILED" % addr))
 
+    def bfd(self, changes):
+        """NIC-level BFD transitions of :class:`bfdstate.Tracker`."""
+        if not self.enabled:
+            return
+        with self.lock:
+            now = time.monotonic()
+            for nic, what, reason in changes:
+                if what == "down":
+                    self._transitions(self.detector.block(nic, now, "bfd", reason))
+                else:
+                    log("bfd: %s healthy again (%s)" % (nic, reason))
+                    self._transitions(self.detector.unblock(nic, now, "bfd"))
+
     def apply(self, force=False):
         """Write the effective egress set (idempotent); callers hold the lock."""
         out = health.effective_out(self.detector.out(), self.names)
@@ -475,6 +494,8 @@ class Health(threading.Thread):
             return
         interval = self.cfg["params"]["interval_ms"] / 1000.0
         threading.Thread(target=self._neigh_events, name="neigh-events", daemon=True).start()
+        if self.cfg["params"].get("bfd", True):
+            BfdEvents(self, self.cfg["params"].get("bfd_dir", health.DEFAULTS["bfd_dir"])).start()
         log("gray-failure detection: %s mode, probe every %d ms x %d, hold-down %.1f s (NICs %s)" % (
             "ebpf" if self.cfg["ebpf"] else "kernel", self.cfg["params"]["interval_ms"],
             self.cfg["params"]["multiplier"], self.cfg["params"]["hold_down"], ",".join(self.names)))
@@ -518,6 +539,93 @@ class Health(threading.Thread):
         for line in mon.stdout:
             self.neigh(line.strip())
         log("neighbour monitor ended")
+
+
+class BfdEvents(threading.Thread):
+    """Follows the BFD session state of every per-slot responder (bfdd control sockets under
+    ``bfd_dir``) and hands NIC-level transitions to :meth:`Health.bfd`. Sockets are looked for every
+    RESCAN seconds; a lost one (responder stopped or restarted) is logged, forgotten and reconnected."""
+    RESCAN = 1.0
+
+    def __init__(self, gray, bfd_dir):
+        threading.Thread.__init__(self, name="bfd-events", daemon=True)
+        self.gray = gray
+        self.pattern = os.path.join(bfd_dir, bfdstate.SOCKET_GLOB)
+        self.tracker = bfdstate.Tracker(gray.cfg["nics"])
+        self.conns = {}      # path -> (socket, Decoder)
+        self.failed = set()  # paths whose connect failed (logged once)
+
+    def _connect(self, path):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(1.0)
+            s.connect(path)
+            s.sendall(bfdstate.notify_request())
+            s.setblocking(False)
+        except (IOError, OSError) as e:
+            s.close()
+            if path not in self.failed:
+                log("bfd: cannot subscribe to %s: %s (retrying)" % (path, e))
+                self.failed.add(path)
+            return
+        self.failed.discard(path)
+        self.conns[path] = (s, bfdstate.Decoder())
+        log("bfd: subscribed to %s" % path)
+
+    def _lost(self, path, why):
+        s = self.conns.pop(path)[0]
+        s.close()
+        log("bfd: lost %s (%s): not a BFD failure, its sessions are forgotten; reconnecting" % (path, why))
+        self.gray.bfd(self.tracker.lost(path))
+
+    def _read(self, path):
+        s, dec = self.conns[path]
+        try:
+            data = s.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except (IOError, OSError) as e:
+            self._lost(path, str(e))
+            return
+        if not data:
+            self._lost(path, "closed")
+            return
+        try:
+            msgs = dec.feed(data)
+        except ValueError as e:
+            self._lost(path, str(e))
+            return
+        for mtype, dummy, body in msgs:
+            if mtype == bfdstate.BMT_RESPONSE:
+                if body.get("status") != "ok":
+                    log("bfd: %s refused the subscription: %s" % (path, body))
+                continue
+            st = bfdstate.session_state(body)
+            if st and self.tracker.nic_of(st[1]):
+                log("bfd: %s %s %s" % (bfdstate.short_source(path), st[3], st[2]))
+            self.gray.bfd(self.tracker.update(path, body))
+
+    def run(self):
+        log("bfd: following the session state of the responders at %s" % self.pattern)
+        nxt = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= nxt:
+                nxt = now + self.RESCAN
+                found = set(glob.glob(self.pattern))
+                for path in sorted(found - set(self.conns)):
+                    self._connect(path)
+                self.failed &= found
+            socks = dict((c[0].fileno(), p) for p, c in self.conns.items())
+            if not socks:
+                time.sleep(max(0.0, nxt - time.monotonic()))
+                continue
+            try:
+                ready = select.select(list(socks), [], [], max(0.0, nxt - time.monotonic()))[0]
+            except (IOError, OSError, ValueError):
+                ready = list(socks)
+            for fd in ready:
+                self._read(socks[fd])
 
 
 def main(argv=None):

@@ -12,7 +12,8 @@ One table per (port, direction, kind): ``mnf_<port>_<in|out>_<all|arpnd>``; the 
 the set of these tables on its port, so a setting is applied by adding the missing tables and
 deleting the others (idempotent). Kinds: ``all`` drops everything (silent loss), ``arp_nd`` only
 ARP replies and ICMPv6 neighbour advertisements (resolution fails, traffic to known neighbours
-still flows).
+still flows), ``bfd`` only BFD control packets (UDP 3784 single hop, 4784 multihop; ARP/ND, BGP and
+traffic still flow, so only BFD can tell).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import time
 
 DIRS = {"to_tor": "in", "to_host": "out"}
 HOOKS = {"in": "ingress", "out": "egress"}
-KINDS = {"all": "all", "arp_nd": "arpnd"}
+KINDS = {"all": "all", "arp_nd": "arpnd", "bfd": "bfd"}
 RULES = {"all": " policy drop;\n", "arpnd": " policy accept;\n  arp operation reply drop\n"
-                                            "  icmpv6 type nd-neighbor-advert drop\n"}
+                                            "  icmpv6 type nd-neighbor-advert drop\n",
+         "bfd": " policy accept;\n  udp dport { 3784, 4784 } drop\n"}
 PREFIX = "mnf_"
 
 
@@ -109,7 +111,7 @@ def list_tables(ns):
 
 
 def set_fault(lab, host, nic, present, direction="both", kind="all", check=False):
-    """Loss (``kind`` all) or ARP/ND reply loss (``kind`` arp_nd) on the NIC's ToR port."""
+    """Loss (``kind`` all), ARP/ND reply loss (``kind`` arp_nd) or BFD loss (``kind`` bfd) on the NIC's ToR port."""
     ns, port, name = _tor_end(lab, host, nic)
     add, delete = plan(port, present, direction, kind, list_tables(ns))
     done = ["%s: delete table netdev %s" % (ns, t) for t in delete] + \

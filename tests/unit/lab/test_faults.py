@@ -30,6 +30,14 @@ def test_arp_nd_drops_replies_only():
         assert "policy drop" not in script
 
 
+def test_bfd_drops_bfd_control_packets_only():
+    t = F.wanted_tables("p1", True, "both", "bfd")
+    assert sorted(t) == ["mnf_p1_in_bfd", "mnf_p1_out_bfd"]
+    for script in t.values():
+        assert "policy accept;" in script and "udp dport { 3784, 4784 } drop" in script
+        assert "policy drop" not in script and "arp" not in script
+
+
 def test_plan_is_idempotent_and_switches_kind():
     want = F.wanted_tables("p1", True, "to_host")
     add, delete = F.plan("p1", True, "to_host", "all", [])
