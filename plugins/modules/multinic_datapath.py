@@ -85,7 +85,7 @@ options:
         NIC_OUT bit of the mn_nics map; kernel mode - its routes in the per-NIC tables). It returns after
         answering for I(hold_down) seconds, unless dampened (BGP-style penalty per flap).
       - With I(bfd) the watcher also follows the BFD session state of the vipinjector role's per-slot
-        responders (FRR bfdd control sockets C(<bfd_dir>/slot<s>/bfdd.sock)): a NIC whose BFD sessions that
+        responders (FRR bfdd control sockets C(<bfd_dir>/slot<s>/bfdd.sock)) - a NIC whose BFD sessions that
         have been Up are all Down leaves the egress set at once and stays out until one is Up again, then
         the same hold-down and dampening apply. A session that never came up never takes a NIC out.
       - Unset keys take the defaults shown.

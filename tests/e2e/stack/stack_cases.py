@@ -244,6 +244,96 @@ def test_bfd_up_on_every_host_session(stack):
         print("%s: %d host BFD sessions up (multihop: %s)" % (tor, len(want), multihop))
 
 
+# ---- BFD drives the host's egress set (issue 12 item 2) -----------------------------------------
+WATCHER = "netscale-multinic-watcher.service"
+
+
+def _egress_out(lab, host):
+    """{NIC name: NIC_OUT set?} of the newest pinned mn_nics of the host (eBPF mode)."""
+    import struct
+    from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
+    pins = lab.x(host, ["sh", "-c", "ls -d /sys/fs/bpf/netscale-multinic/v-*/maps/mn_nics"]).stdout.split()
+    assert pins, "%s: no pinned mn_nics" % host
+    flags = {}
+    for e in json.loads(lab.x(host, ["bpftool", "-j", "map", "dump", "pinned", sorted(pins)[-1]]).stdout):
+        idx = struct.unpack("<I", bytes(int(x, 16) for x in e["key"]))[0]
+        flags[idx] = struct.unpack(health.NIC_VAL, bytes(int(x, 16) for x in e["value"]))[1]
+    return dict((n["name"], bool(flags.get(n["index"], 0) & health.NIC_OUT)) for n in lab.hosts[host]["nics"])
+
+
+def _tor_bfd(lab, tor, peers):
+    got = dict((p["peer"], p.get("status")) for p in json.loads(lab.x(tor, ["vtysh", "-c", "show bfd peers json"]).stdout))
+    return dict((a, got.get(a)) for a in peers)
+
+
+def _until(what, probe, ok, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = probe()
+        if ok(v):
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("%s: still %s after %.0f s" % (what, v, timeout))
+        time.sleep(0.1)
+
+
+def _watcher_tail(lab, host, lines=40):
+    return lab.x(host, ["journalctl", "-u", WATCHER, "-n", str(lines), "-o", "cat", "--no-pager"], check=False).stdout
+
+
+def test_bfd_loss_takes_the_nic_out_of_the_egress_set(stack):
+    """Only BFD control packets (UDP 3784/4784, both ways) dropped at the ToR port of mns-r1-h2's eth1:
+    ARP/ND, BGP and traffic still pass, so the watcher's gateway probe sees a healthy NIC - only BFD can
+    tell. The ToR's BFD peers for eth1 (one per slot) go down, the host's egress set drops eth1 (NIC_OUT
+    in mn_nics) and the watcher logs why (bfd); after the rule is removed the peers come back up, eth1
+    is back in the egress set and the ToR FIB width is back to 4. Waits are generous, nothing is timed
+    (figures: bench/)."""
+    try:
+        _bfd_loss(stack)
+    except AssertionError as e:
+        raise AssertionError("%s\nwatcher log of mns-r1-h2:\n%s" % (e, _watcher_tail(stack.lab, "mns-r1-h2")))
+
+
+def _bfd_loss(stack):
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import faults
+    lab, host, k = stack.lab, "mns-r1-h2", 1
+    nic = lab.hosts[host]["nics"][k]
+    tor, n = lab.tor_of(host), len(lab.hosts[host]["nics"])
+    peers = [sn["address"]["ipv6"] for s in lab.hosts[host]["slots"] for sn in s["nics"] if int(sn["index"]) == k]
+    assert len(peers) == len(lab.hosts[host]["slots"]) >= 1, peers
+    lab.wait_width(host, n, timeout=30)
+    _until("ToR BFD peers of %s %s" % (host, nic["name"]), lambda: _tor_bfd(lab, tor, peers),
+           lambda v: all(x == "up" for x in v.values()), 30)
+    assert _egress_out(lab, host) == dict((x, False) for x in lab.nics(host)), "a NIC is out before the fault"
+    logged0 = _journal_count(lab, host, WATCHER, "egress set: %s OUT (bfd" % nic["name"])
+    tables = faults.wanted_tables(nic["tor_port"], True, "both", "bfd")
+    ns = lab.netns(tor)
+    try:
+        M.sh(["ip", "netns", "exec", ns, "nft", "-f", "-"], input="".join(tables[t] for t in sorted(tables)))
+        bfd_down = _until("ToR BFD peers of %s %s under BFD loss" % (host, nic["name"]),
+                          lambda: _tor_bfd(lab, tor, peers), lambda v: all(x == "down" for x in v.values()), 20)
+        out = _until("%s egress set" % host, lambda: _egress_out(lab, host), lambda v: v[nic["name"]], 20)
+        assert [x for x, o in out.items() if o] == [nic["name"]], out
+        logged = _journal_count(lab, host, WATCHER, "egress set: %s OUT (bfd" % nic["name"]) - logged0
+        assert logged >= 1, "the watcher did not log eth1 OUT (bfd ...)"
+        # ARP/ND still answered: the host's gateway neighbour entry for eth1 is not FAILED
+        neigh = json.loads(lab.x(host, ["ip", "-j", "neigh", "show", "dev", nic["name"]]).stdout)
+        assert not any("FAILED" in e.get("state", []) for e in neigh), neigh
+        fib_during = lab.width(host)
+    finally:
+        for t in sorted(tables):
+            M.sh(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", t], check=False)
+    _until("ToR BFD peers of %s %s after healing" % (host, nic["name"]), lambda: _tor_bfd(lab, tor, peers),
+           lambda v: all(x == "up" for x in v.values()), 30)
+    back = _until("%s egress set after healing" % host, lambda: _egress_out(lab, host),
+                  lambda v: not any(v.values()), 30)
+    lab.wait_width(host, n, timeout=60)
+    tail = [x for x in _watcher_tail(lab, host, 60).splitlines() if "bfd" in x or "egress set" in x][-8:]
+    print("%s BFD loss on %s (%s): ToR peers %s, egress out %s, ToR FIB width during %s; healed: %s, width %d; "
+          "watcher: %s" % (stack.mode, nic["name"], nic["tor_port"], bfd_down, [x for x, o in out.items() if o],
+                           fib_during, back, n, tail))
+
+
 # ---- sidecar lifecycle (issue 6) ---------------------------------------------------------------
 SIDE_HOST = "mns-r1-h2"
 
