@@ -554,6 +554,7 @@ class BfdEvents(threading.Thread):
         self.tracker = bfdstate.Tracker(gray.cfg["nics"])
         self.conns = {}      # path -> (socket, Decoder)
         self.failed = set()  # paths whose connect failed (logged once)
+        self.stopped = threading.Event()
 
     def _connect(self, path):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -608,7 +609,7 @@ class BfdEvents(threading.Thread):
     def run(self):
         log("bfd: following the session state of the responders at %s" % self.pattern)
         nxt = 0.0
-        while True:
+        while not self.stopped.is_set():
             now = time.monotonic()
             if now >= nxt:
                 nxt = now + self.RESCAN
@@ -626,6 +627,8 @@ class BfdEvents(threading.Thread):
                 ready = list(socks)
             for fd in ready:
                 self._read(socks[fd])
+        for s, dummy in self.conns.values():
+            s.close()
 
 
 def main(argv=None):

@@ -196,3 +196,67 @@ def test_check_params_bfd_options():
         HL.check_params({"bfd": "yes"})
     with pytest.raises(ValueError, match=r"bfd_dir: 'run/x' is not an absolute path.*Fix"):
         HL.check_params({"bfd_dir": "run/x"})
+
+
+# ---- the watcher's socket side against a fake bfdd control socket ----------------------------------
+class _FakeGray(object):
+    def __init__(self):
+        self.cfg = {"nics": NICS}
+        self.changes = []
+
+    def bfd(self, changes):
+        self.changes += changes
+
+
+def _serve_once(srv, messages, hold):
+    """Accept one client, check its subscription, send ``messages``, keep it open until ``hold`` is set."""
+    conn, dummy = srv.accept()
+    head = conn.recv(8)
+    length, dummy2, mtype, ver = struct.unpack("!IHBB", head)
+    payload = conn.recv(length)
+    assert (mtype, ver, struct.unpack("=Q", payload)[0]) == (4, 1, 1)
+    conn.sendall(frame({"status": "ok"}, B.BMT_RESPONSE, 1) + b"".join(frame(m) for m in messages))
+    hold.wait(5)
+    conn.close()
+
+
+def test_watcher_subscribes_follows_and_reconnects(tmp_path, monkeypatch):
+    import socket
+    import threading
+    import time
+    from ansible_collections.netscale.multinic.plugins.module_utils.datapath import watcher as W
+    monkeypatch.setattr(W, "log", lambda msg: logs.append(msg))
+    logs = []
+    (tmp_path / "slot1").mkdir()
+    path = str(tmp_path / "slot1" / "bfdd.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(1)
+    gray = _FakeGray()
+    ev = W.BfdEvents(gray, str(tmp_path))
+    ev.RESCAN = 0.05
+    first, second = threading.Event(), threading.Event()
+    server = threading.Thread(target=lambda: (_serve_once(srv, [status(1, "up"), status(1, "down")], first),
+                                              _serve_once(srv, [status(1, "init")], second)), daemon=True)
+    server.start()
+    ev.start()
+
+    def wait_for(cond):
+        deadline = time.monotonic() + 5
+        while not cond() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return cond()
+    assert wait_for(lambda: len(gray.changes) == 1), (gray.changes, logs)
+    assert gray.changes[0][:2] == ("eth1", "down") and "bfd" in gray.changes[0][2]
+    first.set()      # the responder goes away: not a failure, the NIC is released, then reconnected
+    assert wait_for(lambda: len(gray.changes) == 2 and sum("subscribed" in x for x in logs) == 2), (gray.changes, logs)
+    assert gray.changes[1][:2] == ("eth1", "up")
+    assert any("lost %s" % path in x and "reconnecting" in x for x in logs), logs
+    time.sleep(0.2)  # the new session's "init" (never up since the reconnect) takes nothing out
+    assert len(gray.changes) == 2
+    ev.stopped.set()
+    second.set()
+    server.join(5)
+    ev.join(5)
+    srv.close()
+    assert not ev.is_alive()
