@@ -225,8 +225,8 @@ def test_watcher_subscribes_follows_and_reconnects(tmp_path, monkeypatch):
     import threading
     import time
     from ansible_collections.netscale.multinic.plugins.module_utils.datapath import watcher as W
-    monkeypatch.setattr(W, "log", lambda msg: logs.append(msg))
     logs = []
+    monkeypatch.setattr(W, "log", logs.append)
     (tmp_path / "slot1").mkdir()
     path = str(tmp_path / "slot1" / "bfdd.sock")
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
