@@ -20,6 +20,7 @@ import subprocess
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import antispoof
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath.spec import EBPF_MAX_NICS, EGRESS_FLOW_IDLE_S
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
@@ -37,7 +38,7 @@ STATS = ("in_redirect", "in_pass", "out_redirect", "out_failover", "out_local", 
 # mn_ecfg policy codes (EGRESS_* in the C program)
 EGRESS_CODES = {"hash": 0, "least_loaded": 1}
 SOURCE_NAME = "multinic_datapath.c"
-NIC_OUT = 4  # mn_nics flags: set by the NIC watcher (datapath/health.py), kept by the loader
+NIC_OUT = health.NIC_OUT  # mn_nics flags: set by the NIC watcher (datapath/health.py), kept by the loader
 
 
 class BpfError(MultinicError):

@@ -29,6 +29,7 @@ import ipaddress
 import re
 import struct
 
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health as datapath_health
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as datapath_spec
 from ansible_collections.netscale.multinic.plugins.module_utils.gates.engine import MeasurementError
 
@@ -351,9 +352,9 @@ def values_sidecars(instances, slots=None):
 
 
 # mn_nics value (struct nic_val: ifindex, flags, gw4, gw6) and its NIC_OUT flag bit, set by the host's NIC
-# watcher when it takes a NIC out of the egress set (datapath/health.py; bit 0/1: gw4/gw6 valid).
-MN_NICS_VALUE = "<II4s16s"
-NIC_OUT = 4
+# watcher when it takes a NIC out of the egress set (defined once, in datapath/health.py).
+MN_NICS_VALUE = datapath_health.NIC_VAL
+NIC_OUT = datapath_health.NIC_OUT
 
 
 def _hex_bytes(items):
