@@ -38,6 +38,7 @@ connectionsDropped / connectionsEstablished per host peer, before and after. Pri
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
        [--json PATH] | --soak 600 [--modes ebpf] [--chunk 60] [--json PATH]
+       | --markdown RESULT.json... (the docs table from saved runs; no lab)
 """
 import argparse
 import json
@@ -308,11 +309,12 @@ def med_max(xs):
     return "%.2f/%.2f" % (statistics.median(xs), max(xs))
 
 
-def summary(rows):
+def summary(rows, echo=True):
     groups = {}
     for r in rows:
         groups.setdefault((r["kind"], r["mode"]), []).append(r)
-    print("\nfault      mode   runs | ToR drop s  host drop s | ToR back s  host back s | stall eg s  stall in s | "
+    pr = print if echo else (lambda *a, **k: None)
+    pr("\nfault      mode   runs | ToR drop s  host drop s | ToR back s  host back s | stall eg s  stall in s | "
           "blackholed max eg/in | eth1 share eg min/max, in min/max | churn max | first side | missing drop ToR/host "
           "| met: ToR host stall bh shares ALL")
     out = []
@@ -344,7 +346,7 @@ def summary(rows):
              "missing_drop": (sum(1 for r in rs if r["tor_drop"] is None), sum(1 for r in rs if r["host_drop"] is None)),
              "met": met}
         out.append(s)
-        print("%-10s %-6s %4d | %-10s  %-11s | %-10s  %-11s | %-10s  %-10s | %-20s | %-33s | %9s | %-10s | %-20s | %s" % (
+        pr("%-10s %-6s %4d | %-10s  %-11s | %-10s  %-11s | %-10s  %-10s | %-20s | %-33s | %9s | %-10s | %-20s | %s" % (
             kind, mode, len(rs), s["tor_drop"], s["host_drop"], s["tor_back"], s["host_back"], s["stall_egress"],
             s["stall_ingress"], "%s/%s" % s["blackholed_max"], "%s, %s" % (s["share_egress"], s["share_ingress"]),
             s["churn_max"], ",".join("%s:%d" % (k, v) for k, v in sorted(firsts.items(), key=str)),
@@ -455,7 +457,34 @@ def soak(a, data):
         lab.close()
 
 
+NAMES = {"silent": "silent loss both ways", "to_host": "one-way ToR -> host", "to_tor": "one-way host -> ToR",
+         "arp_nd": "ARP/ND replies lost", "flap_storm": "flap storm 10 in 5 s"}
+
+
+def markdown(paths):
+    """The docs table (per fault x mode) from one or more --json files."""
+    rows = []
+    for p in paths:
+        with open(p) as f:
+            rows += json.load(f).get("runs", [])
+    print("| fault | mode | ToR FIB drop s | host egress drop s | first to drop (ToR/host) | back in ToR s | back in host s "
+          "| worst stall eg / in s | black-holed streams eg / in (max) | eth1 share after heal eg / in (min-max) "
+          "| churn (max) | runs meeting ToR / host / stall / no black hole / shares / all |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for s in summary(rows, echo=False) if rows else []:
+        f = s["first_side"]
+        print("| %s | %s | %s | %s | %d / %d | %s | %s | %s / %s | %s / %s | %s / %s | %s | %s of %d |" % (
+            NAMES[s["kind"]], s["mode"], s["tor_drop"], s["host_drop"], f.get("tor", 0), f.get("host", 0),
+            s["tor_back"], s["host_back"], s["stall_egress"], s["stall_ingress"], s["blackholed_max"][0],
+            s["blackholed_max"][1], s["share_egress"].replace("/", "-"), s["share_ingress"].replace("/", "-"),
+            s["churn_max"], " / ".join(str(s["met"][b]) for b in ("tor_drop", "host_drop", "stall", "blackholed",
+                                                                    "shares", "all")), s["runs"]))
+
+
 def main():
+    if sys.argv[1:2] == ["--markdown"]:
+        markdown(sys.argv[2:])
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--modes", default="ebpf,kernel")
     ap.add_argument("--faults", default=",".join(GS.FAULTS))
