@@ -30,14 +30,15 @@ NIC eth1 (--nic) of mns-r1-h2, injected on its ToR port inside the ToR's namespa
 
 A missing measurement is printed as None and counts as not meeting its bound. Asserts nothing.
 
-Soak (--soak SECONDS): one mode (the first of --modes), both rack-1 hosts deployed; 32 flows each way
+Soak (--soak SECONDS --runs 0): one mode (the first of --modes), both rack-1 hosts deployed; with --runs N
+the soak runs on the first mode's lab right after its matrix (no rebuild); 32 flows each way
 on mns-r1-h2 slot 1 and 8 each way on mns-r1-h1 slot 1 for the whole soak (iperf3 restarted in --chunk s
 pieces); BFD session-down counters of the ToR (show bfd peers counters json) and of every host
 responder (per slot bfdd, its vty socket under /run/netscale-vipinjector-bfd/slot<s>) and the ToR's BGP
 connectionsDropped / connectionsEstablished per host peer, before and after. Prints the totals.
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
-       [--json PATH] | --soak 600 [--modes ebpf] [--chunk 60] [--json PATH]
+       [--soak 600] [--json PATH] | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--json PATH]
        | --markdown RESULT.json... (the docs table from saved runs; no lab)
 """
 import argparse
@@ -381,6 +382,11 @@ def matrix(a, data):
                     data["runs"].append(r)
                     print(line(r, i + 1), flush=True)
                     save(a.json, data)
+            if a.soak and mode == a.modes.split(",")[0]:
+                # the soak on the same lab (no rebuild), after the matrix of the first mode
+                GS.clear_faults(lab, HOST)
+                wait_all_in(lab, view)
+                soak_on(lab, mode, a, data)
         finally:
             lab.close()
             try:
@@ -395,6 +401,13 @@ def matrix(a, data):
 def soak(a, data):
     mode = a.modes.split(",")[0]
     lab = build(mode)
+    try:
+        soak_on(lab, mode, a, data)
+    finally:
+        lab.close()
+
+
+def soak_on(lab, mode, a, data):
     ports = Ports(base=6000)
     try:
         host_slots = [(h, s["slot"]) for h in HOSTS for s in lab.hosts[h]["slots"]]
@@ -504,7 +517,7 @@ def main():
     signal.signal(signal.SIGTERM, term)
     data = {"argv": sys.argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": []}
     try:
-        if a.soak:
+        if a.soak and a.runs == 0:
             soak(a, data)
         else:
             matrix(a, data)
