@@ -271,6 +271,17 @@ def one_run(lab, view, mode, kind, k, hold, ports):
     return row
 
 
+def failed_row(mode, kind, nic, exc):
+    """A run that raised: every figure missing (None), no bound met."""
+    r = {"mode": mode, "kind": kind, "nic": nic, "error": "%s: %s" % (type(exc).__name__, exc),
+         "tor_drop": None, "host_drop": None, "tor_back": None, "host_back": None, "first_side": None,
+         "stall": {"egress": None, "ingress": None}, "blackholed": {"egress": None, "ingress": None},
+         "shares_after": {}, "host_churn": None, "tor_churn": None}
+    r["bounds"] = bounds(r, 4)
+    print("%s %s: run failed: %s" % (kind, mode, r["error"][:2000]), flush=True)
+    return r
+
+
 def bounds(row, n):
     def le(v, b):
         return v is not None and v <= b
@@ -299,7 +310,7 @@ def line(r, i):
                 fmt(r["host_back"]), fmt(r["stall"]["egress"], "%.1f"), fmt(r["stall"]["ingress"], "%.1f"),
                 r["blackholed"]["egress"], r["blackholed"]["ingress"], nic,
                 fmt((sh.get("egress") or {}).get(nic), "%.3f"), fmt((sh.get("ingress") or {}).get(nic), "%.3f"),
-                r["host_churn"], r["tor_churn"], "".join("+" if r["bounds"][b] else "-" for b in
+                r["host_churn"] or 0, r["tor_churn"] or 0, "".join("+" if r["bounds"][b] else "-" for b in
                                                          ("tor_drop", "host_drop", "stall", "blackholed", "shares"))))
 
 
@@ -375,6 +386,8 @@ def matrix(a, data):
                 for i in range(a.runs):
                     try:
                         r = one_run(lab, view, mode, kind, a.nic, a.hold, ports)
+                    except Exception as e:  # pylint: disable=broad-except  # a failed run is reported as missing
+                        r = failed_row(mode, kind, lab.hosts[HOST]["nics"][a.nic]["name"], e)
                     finally:
                         GS.clear_faults(lab, HOST)
                         lab.close()
