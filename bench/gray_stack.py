@@ -66,6 +66,7 @@ LEAD = 1.5
 TAIL = 4.0
 STORM = (10, 5.0)
 BOUND_DROP, BOUND_STALL, SHARE_TOL = 0.5, 1.0, 0.05
+SAMPLERS = []
 
 
 def build(mode):
@@ -197,6 +198,7 @@ def one_run(lab, view, mode, kind, k, hold, ports):
     row = {"mode": mode, "kind": kind, "nic": nic, "ready_wait_s": ready}
     tor_s = GS.Sampler(lambda: GS.tor_state(lab, HOST))
     host_s = GS.Sampler(view.egress_set)
+    SAMPLERS[:] = [tor_s, host_s]   # halted by the caller also when this run raises
     tor_s.start()
     host_s.start()
     fault_len = STORM[1] if kind == "flap_storm" else hold
@@ -389,6 +391,8 @@ def matrix(a, data):
                     except Exception as e:  # pylint: disable=broad-except  # a failed run is reported as missing
                         r = failed_row(mode, kind, lab.hosts[HOST]["nics"][a.nic]["name"], e)
                     finally:
+                        for smp in SAMPLERS:
+                            smp.finish()
                         GS.clear_faults(lab, HOST)
                         lab.close()
                     r["run"] = i + 1
