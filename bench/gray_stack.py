@@ -54,10 +54,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e", "stack"))
 
-import mns_stack as M  # noqa: E402
 from labkit import gray_stack as GS  # noqa: E402
+from labkit import stack_lab as M  # noqa: E402
 
 HOST, OTHER, TOR = "mns-r1-h2", "mns-r1-h1", "mns-r1-tor"
 HOSTS = [OTHER, HOST]
