@@ -65,6 +65,7 @@ LEAD = 1.5
 TAIL = 4.0
 STORM = (10, 5.0)
 BOUND_DROP, BOUND_STALL, SHARE_TOL = 0.5, 1.0, 0.05
+BOUND_KEYS = ("tor_drop", "host_drop", "stall", "blackholed", "shares")
 SAMPLERS = []
 
 
@@ -311,8 +312,7 @@ def line(r, i):
                 fmt(r["host_back"]), fmt(r["stall"]["egress"], "%.1f"), fmt(r["stall"]["ingress"], "%.1f"),
                 r["blackholed"]["egress"], r["blackholed"]["ingress"], nic,
                 fmt((sh.get("egress") or {}).get(nic), "%.3f"), fmt((sh.get("ingress") or {}).get(nic), "%.3f"),
-                r["host_churn"] or 0, r["tor_churn"] or 0, "".join("+" if r["bounds"][b] else "-" for b in
-                                                         ("tor_drop", "host_drop", "stall", "blackholed", "shares"))))
+                r["host_churn"] or 0, r["tor_churn"] or 0, "".join("+" if r["bounds"][b] else "-" for b in BOUND_KEYS)))
 
 
 def med_max(xs):
@@ -328,8 +328,8 @@ def summary(rows, echo=True):
         groups.setdefault((r["kind"], r["mode"]), []).append(r)
     pr = print if echo else (lambda *a, **k: None)
     pr("\nfault      mode   runs | ToR drop s  host drop s | ToR back s  host back s | stall eg s  stall in s | "
-          "blackholed max eg/in | eth1 share eg min/max, in min/max | churn max | first side | missing drop ToR/host "
-          "| met: ToR host stall bh shares ALL")
+       "blackholed max eg/in | eth1 share eg min/max, in min/max | churn max | first side | missing drop ToR/host "
+       "| met: ToR host stall bh shares ALL")
     out = []
     for (kind, mode), rs in sorted(groups.items(), key=lambda x: (GS.FAULTS.index(x[0][0]), x[0][1])):
         nic = rs[0]["nic"]
@@ -346,8 +346,7 @@ def summary(rows, echo=True):
         firsts = {}
         for r in rs:
             firsts[r["first_side"]] = firsts.get(r["first_side"], 0) + 1
-        met = dict((b, sum(1 for r in rs if r["bounds"][b])) for b in ("tor_drop", "host_drop", "stall", "blackholed",
-                                                                        "shares", "all"))
+        met = dict((b, sum(1 for r in rs if r["bounds"][b])) for b in BOUND_KEYS + ("all",))
         s = {"kind": kind, "mode": mode, "runs": len(rs),
              "tor_drop": med_max(r["tor_drop"] for r in rs), "host_drop": med_max(r["host_drop"] for r in rs),
              "tor_back": med_max(r["tor_back"] for r in rs), "host_back": med_max(r["host_back"] for r in rs),
@@ -363,8 +362,7 @@ def summary(rows, echo=True):
             kind, mode, len(rs), s["tor_drop"], s["host_drop"], s["tor_back"], s["host_back"], s["stall_egress"],
             s["stall_ingress"], "%s/%s" % s["blackholed_max"], "%s, %s" % (s["share_egress"], s["share_ingress"]),
             s["churn_max"], ",".join("%s:%d" % (k, v) for k, v in sorted(firsts.items(), key=str)),
-            "%d/%d" % s["missing_drop"], " ".join("%d" % met[b] for b in ("tor_drop", "host_drop", "stall", "blackholed",
-                                                                           "shares", "all"))))
+            "%d/%d" % s["missing_drop"], " ".join("%d" % met[b] for b in BOUND_KEYS + ("all",))))
     sys.stdout.flush()
     return out
 
@@ -506,15 +504,14 @@ def markdown(paths):
             NAMES[s["kind"]], s["mode"], s["tor_drop"], s["host_drop"], f.get("tor", 0), f.get("host", 0),
             s["tor_back"], s["host_back"], s["stall_egress"], s["stall_ingress"], s["blackholed_max"][0],
             s["blackholed_max"][1], s["share_egress"].replace("/", "-"), s["share_ingress"].replace("/", "-"),
-            s["churn_max"], " / ".join(str(s["met"][b]) for b in ("tor_drop", "host_drop", "stall", "blackholed",
-                                                                    "shares", "all")), s["runs"]))
+            s["churn_max"], " / ".join(str(s["met"][b]) for b in BOUND_KEYS + ("all",)), s["runs"]))
 
 
 def main():
     if sys.argv[1:2] == ["--markdown"]:
         markdown(sys.argv[2:])
         return
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--modes", default="ebpf,kernel")
     ap.add_argument("--faults", default=",".join(GS.FAULTS))
     ap.add_argument("--runs", type=int, default=10)
