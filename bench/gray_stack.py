@@ -179,8 +179,11 @@ def blackholed(view, t0, t1):
 
 # ---- one run -----------------------------------------------------------------------------------
 def all_in(lab, view):
-    ts = GS.tor_state(lab, HOST)
-    return all(all(v.values()) for v in ts.values()) and all(view.egress_set().values())
+    try:
+        ts = GS.tor_state(lab, HOST)
+        return all(all(v.values()) for v in ts.values()) and all(view.egress_set().values())
+    except RuntimeError:
+        return False
 
 
 def wait_all_in(lab, view, timeout=60.0):
@@ -381,12 +384,19 @@ def matrix(a, data):
         lab = build(mode)
         try:
             view = GS.HostView(lab, HOST, mode)
+            print("%s: egress set now %s" % (mode, view.egress_set()), flush=True)
+            failed_in_row = 0
             for kind in a.faults.split(","):
                 for i in range(a.runs):
                     try:
                         r = one_run(lab, view, mode, kind, a.nic, a.hold, ports)
                     except Exception as e:  # pylint: disable=broad-except  # a failed run is reported as missing
                         r = failed_row(mode, kind, lab.hosts[HOST]["nics"][a.nic]["name"], e)
+                        failed_in_row += 1
+                        if failed_in_row >= 3:
+                            raise RuntimeError("3 runs in a row failed, stopping (last: %s)" % r["error"])
+                    else:
+                        failed_in_row = 0
                     finally:
                         for smp in SAMPLERS:
                             smp.finish()

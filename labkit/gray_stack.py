@@ -113,7 +113,8 @@ class HostView(object):
             if not pins:
                 raise RuntimeError("%s: no pinned mn_nics map (eBPF datapath not loaded?): %s" % (host, p.stderr))
             self.pin = pins[-1]
-            self.prefix = ["nsenter", "-t", str(lab.pid(host)), "-m", "--"]
+            # all the node's namespaces (pid and its /proc too: bpftool reads /proc/self/fd links)
+            self.prefix = lab.nsx(host)
 
     def egress_set(self):
         out = {}
