@@ -47,6 +47,7 @@ import math
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -93,8 +94,22 @@ class Ports(object):
         return self.base + self.n
 
 
+def iperf_server(lab, port, interval):
+    """iperf3 server on the storage node reporting every ``interval`` s (its intervals are the receiving
+    end's view of egress runs; without -i they would be 1 s long)."""
+    ns = "--net=/run/netns/%s" % lab.netns("mns-storage")
+    p = lab.spawn(["nsenter", ns, "--", "iperf3", "-s", "-1", "--json", "-i", str(interval), "-p", str(port)],
+                  stdout=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 5:
+        if M.sh(["nsenter", ns, "--", "ss", "-Hltn", "sport = :%d" % port], check=False).stdout.strip():
+            return p
+        time.sleep(0.05)
+    raise RuntimeError("iperf3 server on port %d did not listen" % port)
+
+
 def iperf_start(lab, host, fam, port, flows, seconds, reverse, interval):
-    srv = lab.iperf_server(port)
+    srv = iperf_server(lab, port, interval)
     dst = M.STO6 if fam == "ipv6" else M.STO4
     argv = ["iperf3", "-c", dst, "-p", str(port), "-P", str(flows), "-t", str(seconds), "-i", str(interval),
             "--json", "--get-server-output"] + (["-R"] if reverse else [])
