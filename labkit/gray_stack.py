@@ -1,0 +1,234 @@
+# -*- coding: utf-8 -*-
+"""Gray-failure helpers for the stack lab (tests/e2e/stack: real FRR ToR with BFD, systemd hosts with
+sidecars, BFD responders and the NIC watcher). Used by bench/gray_stack.py.
+
+* faults on a host NIC's ToR port inside the ToR's network namespace (the nft tables of
+  plugins/module_utils/lab/faults.py; never on the host NIC: the eBPF tc ingress program runs before
+  the netfilter ingress hook there), flap storm by setting the ToR port down/up;
+* what the ToR's kernel forwards: is the NIC's next hop in the ToR's BGP route of a task IP;
+* the host's egress set as the datapath holds it: eBPF mode the NIC_OUT bit of the pinned mn_nics map
+  (bpftool inside the host node's mount namespace), kernel mode the per-NIC table routes (own default
+  route, and member of the other tables' fallback multipath route);
+* a sampler thread recording one of these every ~20 ms;
+* BFD / BGP counters of the ToR and of the host's per-slot responders (soak).
+"""
+import json
+import os
+import subprocess
+import threading
+import time
+
+from labkit import ensure_collection_importable
+
+ensure_collection_importable()
+
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as dspec  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import faults  # noqa: E402
+
+FAULTS = ("silent", "to_host", "to_tor", "arp_nd", "flap_storm")
+BFD_RUN_DIR = "/run/netscale-vipinjector-bfd"   # plugins/module_utils/vipinjector/bfd.py DEFAULTS runtime_dir
+
+
+def run(argv, check=True, timeout=30, input_text=None):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                       timeout=timeout, check=False, input=input_text)
+    if check and p.returncode != 0:
+        raise RuntimeError("%s failed rc=%d: %s" % (" ".join(argv), p.returncode, (p.stderr or p.stdout)[-1000:]))
+    return p
+
+
+# ---- faults ------------------------------------------------------------------------------------
+def set_fault(lab, host, k, kind, on=True):
+    """Install (on) or remove the fault tables of NIC k's ToR port. kind: silent / to_host / to_tor / arp_nd."""
+    tor_ns = lab.netns(lab.tor_of(host))
+    port = lab.hosts[host]["nics"][k]["tor_port"]
+    tables = run(["ip", "netns", "exec", tor_ns, "nft", "list", "tables", "netdev"]).stdout.splitlines()
+    existing = [line.split()[2] for line in tables if line.startswith("table netdev")]
+    direction = {"silent": "both", "to_host": "to_host", "to_tor": "to_tor", "arp_nd": "both"}[kind]
+    add, delete = faults.plan(port, on, direction, "arp_nd" if kind == "arp_nd" else "all", existing)
+    for t in delete:
+        run(["ip", "netns", "exec", tor_ns, "nft", "delete", "table", "netdev", t])
+    if add:
+        run(["ip", "netns", "exec", tor_ns, "nft", "-f", "-"], input_text="".join(add[t] for t in sorted(add)))
+
+
+def clear_faults(lab, host):
+    """Every fault table of the host's ToR ports removed and the ports up (cleanup, also after errors)."""
+    tor_ns = lab.netns(lab.tor_of(host))
+    for n in lab.hosts[host]["nics"]:
+        tables = run(["ip", "netns", "exec", tor_ns, "nft", "list", "tables", "netdev"], check=False).stdout.splitlines()
+        for t in faults.ours(n["tor_port"], [line.split()[2] for line in tables if line.startswith("table netdev")]):
+            run(["ip", "netns", "exec", tor_ns, "nft", "delete", "table", "netdev", t], check=False)
+        run(["ip", "-n", tor_ns, "link", "set", n["tor_port"], "up"], check=False)
+
+
+def flap_storm(lab, host, k, count=10, seconds=5.0):
+    """``count`` flaps of NIC k's ToR port within ``seconds`` (carrier loss on the host NIC), ending up."""
+    tor_ns = lab.netns(lab.tor_of(host))
+    dev = lab.hosts[host]["nics"][k]["tor_port"]
+    return faults.run_schedule(faults.flap_schedule(count, seconds),
+                               lambda up: run(["ip", "-n", tor_ns, "link", "set", dev, "up" if up else "down"]))
+
+
+# ---- observed state ----------------------------------------------------------------------------
+def tor_state(lab, host, slot=1):
+    """{family: {NIC name: its next hop in the ToR kernel's route of the slot's task IP}}; a next hop
+    flagged dead/linkdown counts as absent."""
+    tor_ns = lab.netns(lab.tor_of(host))
+    port_nic = dict((n["tor_port"], n["name"]) for n in lab.hosts[host]["nics"])
+    out = {}
+    for fam, flag in (("ipv4", "-4"), ("ipv6", "-6")):
+        prefix = lab.task_ip(host, fam, slot)
+        if "/" not in prefix:
+            prefix += "/32" if fam == "ipv4" else "/128"
+        routes = json.loads(run(["ip", "-n", tor_ns, flag, "-j", "route", "show", "exact", prefix]).stdout or "[]")
+        have = dict((name, False) for name in port_nic.values())
+        for r in routes:
+            if r.get("protocol") not in (None, "bgp"):
+                continue
+            for nh in r.get("nexthops") or [r]:
+                if nh.get("dev") in port_nic and not set(nh.get("flags", [])) & {"dead", "linkdown"}:
+                    have[port_nic[nh["dev"]]] = True
+        out[fam] = have
+    return out
+
+
+def tor_in(state, nic):
+    """The NIC's next hop in the ToR FIB: True in both families, False in neither, None if they differ."""
+    v = set(state[f][nic] for f in state)
+    return v.pop() if len(v) == 1 else None
+
+
+class HostView(object):
+    """The host's egress set as its datapath holds it (eBPF: mn_nics pin; kernel: per-NIC tables)."""
+
+    def __init__(self, lab, host, mode):
+        self.lab, self.host, self.mode = lab, host, mode
+        self.nics = lab.hosts[host]["nics"]
+        self.pin = None
+        if mode == "ebpf":
+            p = run(lab.nsx(host) + ["sh", "-c", "ls -d /sys/fs/bpf/netscale-multinic/v-*/maps/mn_nics"], check=False)
+            pins = sorted(p.stdout.split())
+            if not pins:
+                raise RuntimeError("%s: no pinned mn_nics map (eBPF datapath not loaded?): %s" % (host, p.stderr))
+            self.pin = pins[-1]
+            # all the node's namespaces (pid and its /proc too: bpftool reads /proc/self/fd links)
+            self.prefix = lab.nsx(host)
+
+    def egress_set(self):
+        out = {}
+        if self.mode == "ebpf":
+            import struct
+            dump = json.loads(run(self.prefix + ["bpftool", "-j", "map", "dump", "pinned", self.pin]).stdout)
+            flags = {}
+            for e in dump:
+                idx = struct.unpack("<I", bytes(int(x, 16) for x in e["key"]))[0]
+                flags[idx] = struct.unpack(health.NIC_VAL, bytes(int(x, 16) for x in e["value"]))[1]
+            for n in self.nics:
+                out[n["name"]] = not flags.get(n["index"], 0) & health.NIC_OUT
+            return out
+        routes = json.loads(run(["ip", "-n", self.lab.netns(self.host), "-4", "-j", "route", "show", "table", "all"]).stdout)
+        tables = {}
+        for r in routes:
+            if r.get("dst") == "default" and str(r.get("table", "")).isdigit():
+                tables.setdefault(int(r["table"]), []).append(r)
+        for n in self.nics:
+            own = tables.get(dspec.TABLE_BASE + n["index"], [])
+            ok = any(r.get("metric") == dspec.METRIC_OWN and r.get("dev") == n["name"] for r in own)
+            other = [m for m in self.nics if m["index"] != n["index"]][0]
+            fb = [r for r in tables.get(dspec.TABLE_BASE + other["index"], []) if r.get("metric") == dspec.METRIC_FALLBACK]
+            devs = set(nh.get("dev") for r in fb for nh in r.get("nexthops", [r]))
+            out[n["name"]] = ok and n["name"] in devs
+        return out
+
+
+class Sampler(threading.Thread):
+    """Calls ``probe()`` every ``period`` s: [(monotonic time when the sample completed, state)]. A sample
+    is dated at its end, so a change is never dated before it happened (late by up to one sample)."""
+
+    def __init__(self, probe, period=0.02):
+        threading.Thread.__init__(self, daemon=True)
+        self.probe, self.period = probe, period
+        self.samples, self.errors = [], []
+        self.halt = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            try:
+                state = self.probe()
+                self.samples.append((time.monotonic(), state))
+            except Exception as e:  # pylint: disable=broad-except  # a lost sample is reported, not fatal
+                self.errors.append("%s: %s" % (type(e).__name__, e))
+            self.halt.wait(self.period)
+
+    def finish(self):
+        self.halt.set()
+        self.join(10)
+        return self.samples
+
+
+def series(samples, key):
+    """[(t, value)] of ``key(state)`` at every sample."""
+    return [(t, key(s)) for t, s in samples]
+
+
+def first(ser, t0, want, t1=None):
+    """Seconds from t0 to the first sample at/after t0 (and before t1) whose value is ``want``; None if none."""
+    for t, v in ser:
+        if t >= t0 and (t1 is None or t <= t1) and v == want:
+            return t - t0
+    return None
+
+
+def changes(ser, t0, t1):
+    """Number of value changes between t0 and t1."""
+    n, last = 0, None
+    for t, v in ser:
+        if t < t0:
+            last = v
+            continue
+        if t > t1:
+            break
+        if last is not None and v != last:
+            n += 1
+        last = v
+    return n
+
+
+def gaps(samples, t0, t1):
+    """Largest gap (s) between consecutive samples within [t0, t1] (sampling resolution actually reached)."""
+    ts = [t for t, dummy in samples if t0 <= t <= t1]
+    return max((b - a for a, b in zip(ts, ts[1:])), default=None)
+
+
+# ---- counters (soak) ---------------------------------------------------------------------------
+def tor_bfd_counters(lab, tor):
+    out = json.loads(lab.x(tor, ["vtysh", "-c", "show bfd peers counters json"]).stdout or "[]")
+    return dict(("%s|%s" % (p.get("peer"), p.get("local", "")), p) for p in out)
+
+
+def host_bfd_counters(lab, host, slot):
+    d = os.path.join(BFD_RUN_DIR, "slot%d" % slot)
+    p = lab.x(host, ["vtysh", "--vty_socket", d, "-d", "bfdd", "-c", "show bfd peers counters json"], check=False)
+    if p.returncode != 0:
+        p = lab.x(host, ["vtysh", "--vty_socket", d, "-c", "show bfd peers counters json"], check=False)
+    if p.returncode != 0:
+        return None
+    try:
+        out = json.loads(p.stdout or "[]")
+    except ValueError:
+        return None
+    return dict(("%s|%s" % (x.get("peer"), x.get("local", "")), x) for x in out)
+
+
+def tor_bgp_summary(lab, tor):
+    """{peer: (connectionsEstablished, connectionsDropped, state)} over both families of the ToR's bgpd."""
+    js = json.loads(lab.x(tor, ["vtysh", "-c", "show bgp summary json"]).stdout or "{}")
+    out = {}
+    for fam in js.values():
+        if not isinstance(fam, dict):
+            continue
+        for peer, p in (fam.get("peers") or {}).items():
+            out[peer] = (p.get("connectionsEstablished"), p.get("connectionsDropped"), p.get("state"))
+    return out
