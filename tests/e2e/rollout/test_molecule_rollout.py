@@ -27,20 +27,11 @@ import subprocess
 import pytest
 
 import keysearch
+from labkit.stack_lab import env  # the lab tools' environment: this checkout's venv and ansible.cfg
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 STATE_ROOT = "/run/netscale-multinic/lab"
-
-
-def env(**extra):
-    e = dict(os.environ)
-    e["PATH"] = VENV_BIN + ":" + e.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-    e["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
-    e["ANSIBLE_NOCOLOR"] = "1"
-    e.pop("NETSCALE_LAB_FAIL_AT", None)
-    e.update(extra)
-    return e
 
 
 def leftovers(fabric):
