@@ -77,31 +77,39 @@ def egress_set(host, mode):
     return out
 
 
-class Recorder(threading.Thread):
-    """Samples the egress set every ``period`` s: [(monotonic time at the end of the sample, {nic: in})].
-    A kernel-mode sample (8 ``ip`` calls) takes ~50 ms: times are late by up to that much."""
+class Sampler(threading.Thread):
+    """Calls ``probe()`` every ``period`` s: [(monotonic time when the sample completed, state)]. A sample
+    is dated at its end, so a change is never dated before it happened (late by up to one sample).
+    A sample that raises is recorded in ``errors``, not fatal. Also used by labkit/gray_stack.py."""
 
-    def __init__(self, host, mode, period=0.05):
+    def __init__(self, probe, period=0.02):
         threading.Thread.__init__(self, daemon=True)
-        self.host, self.mode, self.period = host, mode, period
-        self.samples = []
-        self.errors = []
-        self.stop = threading.Event()
+        self.probe, self.period = probe, period
+        self.samples, self.errors = [], []
+        self.halt = threading.Event()
 
     def run(self):
-        while not self.stop.is_set():
+        while not self.halt.is_set():
             try:
-                state = egress_set(self.host, self.mode)
-                # stamped when the sample is complete: a change is never dated before it happened
+                state = self.probe()
                 self.samples.append((time.monotonic(), state))
-            except Exception as e:  # pylint: disable=broad-except  # a sample lost is reported, not fatal
+            except Exception as e:  # pylint: disable=broad-except  # a lost sample is reported, not fatal
                 self.errors.append("%s: %s" % (type(e).__name__, e))
-            self.stop.wait(self.period)
+            self.halt.wait(self.period)
 
     def finish(self):
-        self.stop.set()
-        self.join(5)
+        self.halt.set()
+        self.join(10)
         return self.samples
+
+
+class Recorder(Sampler):
+    """Samples the egress set every ``period`` s: [(time, {nic: in})]. A kernel-mode sample (8 ``ip``
+    calls) takes ~50 ms: times are late by up to that much."""
+
+    def __init__(self, host, mode, period=0.05):
+        Sampler.__init__(self, lambda: egress_set(host, mode), period)
+        self.host, self.mode = host, mode
 
 
 def transitions(samples, nic):

@@ -15,10 +15,9 @@ sidecars, BFD responders and the NIC watcher). Used by bench/gray_stack.py.
 import json
 import os
 import subprocess
-import threading
-import time
 
 from labkit import ensure_collection_importable
+from labkit import gray as G
 
 ensure_collection_importable()
 
@@ -143,29 +142,8 @@ class HostView(object):
         return out
 
 
-class Sampler(threading.Thread):
-    """Calls ``probe()`` every ``period`` s: [(monotonic time when the sample completed, state)]. A sample
-    is dated at its end, so a change is never dated before it happened (late by up to one sample)."""
-
-    def __init__(self, probe, period=0.02):
-        threading.Thread.__init__(self, daemon=True)
-        self.probe, self.period = probe, period
-        self.samples, self.errors = [], []
-        self.halt = threading.Event()
-
-    def run(self):
-        while not self.halt.is_set():
-            try:
-                state = self.probe()
-                self.samples.append((time.monotonic(), state))
-            except Exception as e:  # pylint: disable=broad-except  # a lost sample is reported, not fatal
-                self.errors.append("%s: %s" % (type(e).__name__, e))
-            self.halt.wait(self.period)
-
-    def finish(self):
-        self.halt.set()
-        self.join(10)
-        return self.samples
+# the sampler thread of the datapath harness's gray helpers (a probe every ~20 ms, dated at its end)
+Sampler = G.Sampler
 
 
 def series(samples, key):
