@@ -3,6 +3,7 @@
 
 usage: nsenter --net=/run/netns/<host> python labkit/dp_core_cli.py REQUEST.json
 REQUEST: {"host": host_data, "netns_names": {slot: name}, "ebpf": bool, "mptcp": bool, "numa": {...}|null, "options": {...},
+          "mptcp_families": [...]|null (optional),
           "action": "apply"|"check"|"remove"|"remove-check"}
 Prints {"changes": [...], "log": [...]} or {"error": "..."} (exit 2).
 """
@@ -22,7 +23,8 @@ def main():
     try:
         names = dict((int(k), v) for k, v in (req.get("netns_names") or {}).items())
         sp = datapath_spec.build_spec(req["host"], netns_names=names, ebpf=req.get("ebpf", True),
-                                      mptcp=req.get("mptcp", False), numa=req.get("numa"))
+                                      mptcp=req.get("mptcp", False), numa=req.get("numa"),
+                                      mptcp_families=req.get("mptcp_families"))
         dp = core.Datapath(sp, core.Options(**req.get("options", {})))
         act = req.get("action", "apply")
         if act in ("apply", "check"):

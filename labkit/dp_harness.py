@@ -73,9 +73,11 @@ class Host(object):
         o.update(kw)
         return o
 
-    def core(self, action="apply", ebpf=True, host=None, check=True, mptcp=False, numa=None, **opts):
+    def core(self, action="apply", ebpf=True, host=None, check=True, mptcp=False, numa=None, mptcp_families=None,
+             **opts):
         req = {"host": self.data if host is None else host, "netns_names": self.netns_names, "ebpf": ebpf,
-               "mptcp": mptcp, "numa": numa, "options": self.options(**opts), "action": action}
+               "mptcp": mptcp, "numa": numa, "options": self.options(**opts), "action": action,
+               "mptcp_families": mptcp_families}
         path = os.path.join(self.dir, "req.json")
         with open(path, "w") as f:
             json.dump(req, f)

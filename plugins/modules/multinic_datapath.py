@@ -52,6 +52,23 @@ options:
         limits and sysctls recorded before the first change are restored.
     type: bool
     default: false
+  mptcp_families:
+    description:
+      - The address families MPTCP mode serves, a subset of the families planned for the host; unset
+        (default) means every planned family.
+      - For a dual-stack host whose MPTCP traffic (e.g. storage) uses one family. The kernel holds 8
+        MPTCP endpoints per namespace; a 4-NIC dual-stack slot needs all 8 for its container
+        addresses and gets no C(backup) endpoint for its task IP (the application's first subflow
+        then carries data beside the per-NIC ones). With one family it needs 4, and the task IP of
+        that family gets the C(backup) endpoint.
+      - Connections of the other family get no extra subflow and run over one NIC (ECMP-hashed),
+        like plain TCP.
+      - Changed on a live datapath, the endpoints, rules and table routes of a family no longer
+        served are removed before the missing ones are added.
+      - An empty list, an unknown name or a family not planned for the host fails before any change.
+    type: list
+    elements: str
+    choices: [ipv4, ipv6]
   bpf_object:
     description: Compiled object on the host (required when I(ebpf=true)).
     type: path
@@ -191,6 +208,13 @@ EXAMPLES = r"""
     bpf_object: /usr/lib/netscale-multinic/bpf/multinic_datapath.o
     mptcp: true
 
+- name: MPTCP for IPv4 only on a dual-stack host (room for the backup endpoint of the task IPv4)
+  netscale.multinic.multinic_datapath:
+    host: "{{ multinic_host }}"
+    bpf_object: /usr/lib/netscale-multinic/bpf/multinic_datapath.o
+    mptcp: true
+    mptcp_families: [ipv4]
+
 - name: Remove it again
   netscale.multinic.multinic_datapath:
     host: "{{ multinic_host }}"
@@ -242,6 +266,7 @@ def main():
             state=dict(type="str", choices=["present", "absent"], default="present"),
             ebpf=dict(type="bool", default=True),
             mptcp=dict(type="bool", default=False),
+            mptcp_families=dict(type="list", elements="str", choices=["ipv4", "ipv6"]),
             bpf_object=dict(type="path"),
             nic_pattern=dict(type="str"),
             manage_nic_addresses=dict(type="bool", default=True),
@@ -281,7 +306,8 @@ def main():
                 module.exit_json(changed=False, changes=[], mode="absent")
             changes = dp.remove(check_mode=module.check_mode)
         else:
-            sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"], mptcp=p["mptcp"], numa=_numa(p))
+            sp = datapath_spec.build_spec(p["host"], ebpf=p["ebpf"], mptcp=p["mptcp"], numa=_numa(p),
+                                          mptcp_families=p["mptcp_families"])
             dp = core.Datapath(sp, opts)
             changes = dp.apply(check_mode=module.check_mode)
     except MultinicError as e:

@@ -28,6 +28,14 @@ depend on the peer. For the same reason ``add_addr_accepted`` is 0: the peer's a
 its own side). The kernel holds at most 8 endpoints and 8 subflows per namespace: a slot needs NIC
 count x address families endpoints (a 4-NIC dual-stack host: 8).
 
+Spec field ``mptcp_families`` (None: every planned family) limits all of the above to the listed
+families: a 4-NIC dual-stack host with ``["ipv4"]`` gets 4 subflow endpoints and, in the room left,
+the ``backup`` endpoint of the task IPv4 (5 of 8). Connections of the other family get no extra
+subflow (one path, ECMP-hashed, like plain TCP). Switching families on a live slot converges exactly:
+endpoints of the slot's own addresses that are no longer wanted, their rules and the routes of the
+per-NIC tables of a family no longer used are deleted first, then what is missing is added (the
+other order would pass through more than 8 endpoints, which the kernel refuses with ERANGE).
+
 Turned off (spec ``mptcp`` false) on a present datapath: endpoints of the slot's addresses, the
 source rules and their tables are deleted and the limits and sysctls recorded before the first
 change (state record ``mptcp``) are restored. ``state=absent`` deletes the namespaces and with them
@@ -62,9 +70,11 @@ STATE_KEY = "mptcp"
 
 
 def check_spec(host_name, nic_count, family_count):
-    """Refuse (before any change) a host whose slots need more endpoints or subflows than the kernel holds."""
-    fix = ("Fix: deploy this host with host_datapath_mptcp: false, or plan it with fewer NICs or a "
-           "single address family.")
+    """Refuse (before any change) a host whose slots need more endpoints or subflows than the kernel holds.
+
+    family_count: the families MPTCP serves (``families(spec)``), not necessarily all planned ones."""
+    fix = ("Fix: deploy this host with host_datapath_mptcp: false, or plan it with fewer NICs, or limit "
+           "MPTCP to one address family (host_datapath_mptcp_families: [ipv4]).")
     if nic_count > MAX_SUBFLOWS:
         raise DatapathInputError("multinic_host.nics: host %s has %d NICs; MPTCP mode allows at most %d subflows "
                                  "per connection (kernel limit). %s" % (host_name, nic_count, MAX_SUBFLOWS, fix))
@@ -80,9 +90,22 @@ def _fam(name):
     return 4 if name == "ipv4" else 6
 
 
-def endpoints(spec, slot):
-    """[(address, ifname)]: one endpoint per container address."""
-    return [(sn[fam], sn["ifname"]) for sn in slot["nics"] for fam in spec["families"] if sn.get(fam)]
+def families(spec):
+    """The families MPTCP serves: the spec's ``mptcp_families``, or every planned family when unset."""
+    return spec.get("mptcp_families") or spec["families"]
+
+
+def endpoints(spec, slot, fams=None):
+    """[(address, ifname)]: one endpoint per container address (of the MPTCP families, or of ``fams``)."""
+    fams = families(spec) if fams is None else fams
+    return [(sn[fam], sn["ifname"]) for sn in slot["nics"] for fam in fams if sn.get(fam)]
+
+
+def own_addresses(spec, slot):
+    """Every address of the slot an endpoint of ours may have: container addresses and task IPs of
+    every planned family (what a family switch or turning MPTCP off deletes when not wanted)."""
+    return set(a for a, dummy in endpoints(spec, slot, spec["families"])) | \
+        set(slot["task_" + fam] for fam in spec["families"] if slot.get("task_" + fam))
 
 
 def backup_endpoints(spec, slot):
@@ -94,7 +117,7 @@ def backup_endpoints(spec, slot):
     backup (MP_PRIO to the peer), neither end's scheduler sends data on it while a per-NIC subflow
     works: each NIC then carries exactly one data subflow. Measured (bench/mptcp_bench.py, 3 s runs): one
     connection ingress median 3.65x -> 3.80x one NIC, worst run 3.46x -> 3.57x (docs/performance.md)."""
-    tips = [slot["task_" + fam] for fam in spec["families"] if slot.get("task_" + fam)]
+    tips = [slot["task_" + fam] for fam in families(spec) if slot.get("task_" + fam)]
     if len(endpoints(spec, slot)) + len(tips) > MAX_ENDPOINTS:
         return []
     return tips
@@ -107,14 +130,14 @@ def table_of(slot_nic):
 def rules(spec, slot):
     """[(family, pref, "addr/len", table)]: the container address of NIC k looks up table k."""
     return [(_fam(fam), RULE_PREF, "%s/%d" % (sn[fam], desired.host_prefix_length(sn[fam])), str(table_of(sn)))
-            for sn in slot["nics"] for fam in spec["families"] if sn.get(fam)]
+            for sn in slot["nics"] for fam in families(spec) if sn.get(fam)]
 
 
 def routes(spec, slot):
     """Per NIC and family the default route of its table: the link-local gateway over veth k."""
     out = []
     for sn in slot["nics"]:
-        for fam in spec["families"]:
+        for fam in families(spec):
             if sn.get(fam):
                 f = _fam(fam)
                 gw = spec["gw4"] if f == 4 else spec["gw6"]
@@ -191,7 +214,7 @@ class SlotMptcp(object):
 
     # -- on ---------------------------------------------------------------------------------------
     def _plan_on(self, fresh):
-        check_spec(self.spec["host"], len(self.spec["nics"]), len(self.spec["families"]))
+        check_spec(self.spec["host"], len(self.spec["nics"]), len(families(self.spec)))
         if datapath_run.sysctl_get("net.mptcp.enabled") is None:
             raise DatapathInputError(
                 "mptcp: the kernel of host %s has no MPTCP (no net.mptcp.enabled). Fix: use a kernel >= 5.6 "
@@ -211,9 +234,29 @@ class SlotMptcp(object):
                 ns, want["subflows"], want["add_addr_accepted"],
                 (" (was subflows %s add_addr_accepted %s)" % (have.get("subflows"), have.get("add_addr_accepted")))
                 if have else ""), lambda w=want: self._set_limits(w)))
+        # deletions first (a family switch), so the namespace never holds more than the kernel's 8 endpoints
         eps = {} if fresh else live_endpoints(self.runner, ns)
         wanted_eps = [(addr, dev, ENDPOINT_FLAGS) for addr, dev in endpoints(self.spec, self.slot)] + \
             [(addr, None, BACKUP_FLAGS) for addr in backup_endpoints(self.spec, self.slot)]
+        wanted_addrs = set(addr for addr, dummy, dummy in wanted_eps)
+        ours = own_addresses(self.spec, self.slot)
+        for addr, e in sorted((a, e) for a, e in eps.items() if a in ours and a not in wanted_addrs):
+            out.append(self.change("delete mptcp endpoint %s (id %s) in %s: not wanted" % (addr, e["id"], ns),
+                                   lambda i=e["id"]: self._delete_endpoint(i)))
+        live = set() if fresh else live_rules(self.runner, ns)
+        wanted = rules(self.spec, self.slot)
+        for rule in sorted(live - set(wanted)):
+            out.append(self.change("delete stale rule in %s: from %s lookup %s pref %d" % (ns, rule[2], rule[3], rule[1]),
+                                   lambda r=rule: self.runner.ip(_rule_argv(r, "del"), ns, check=False)))
+        wanted_routes = routes(self.spec, self.slot)
+        used = set((r[0], r[1]) for r in wanted_routes)
+        for f in ([] if fresh else (4, 6)):
+            for table in sorted(set(table_of(sn) for sn in self.slot["nics"])):
+                if (f, table) not in used and self.dp.live.routes(f, table, ns):
+                    out.append(self.change("flush table %d (IPv%d) in %s: family not used" % (table, f, ns),
+                                           lambda t=table, x=f: self.runner.ip(
+                                               ["-%d" % x, "route", "flush", "table", str(t)], ns, check=False)))
+        # then what is missing or differs
         for addr, dev, flags in wanted_eps:
             cur_ep = eps.get(addr)
             if cur_ep and cur_ep["dev"] == dev and cur_ep["flags"] == flags:
@@ -222,16 +265,11 @@ class SlotMptcp(object):
             if cur_ep:
                 desc += " (replaces id %s dev %s %s)" % (cur_ep["id"], cur_ep["dev"], " ".join(cur_ep["flags"]))
             out.append(self.change(desc, lambda a=addr, d=dev, f=flags, old=cur_ep: self._set_endpoint(a, d, old, f)))
-        live = set() if fresh else live_rules(self.runner, ns)
-        wanted = rules(self.spec, self.slot)
         for rule in wanted:
             if rule not in live:
                 out.append(self.change("rule in %s: from %s lookup %s pref %d" % (ns, rule[2], rule[3], rule[1]),
                                        lambda r=rule: self.runner.ip(_rule_argv(r, "add"), ns)))
-        for rule in sorted(live - set(wanted)):
-            out.append(self.change("delete stale rule in %s: from %s lookup %s pref %d" % (ns, rule[2], rule[3], rule[1]),
-                                   lambda r=rule: self.runner.ip(_rule_argv(r, "del"), ns, check=False)))
-        for route in routes(self.spec, self.slot):
+        for route in wanted_routes:
             if fresh or not self.dp.live.route_present(route, ns):
                 out.append(self.change(desired.route_description(route, ns),
                                        lambda rt=route: self.runner.ip(desired.route_command(rt), ns)))
@@ -242,8 +280,7 @@ class SlotMptcp(object):
         ns = self.netns
         out = []
         eps = live_endpoints(self.runner, ns)
-        ours = set(addr for addr, dummy in endpoints(self.spec, self.slot)) | \
-            set(backup_endpoints(self.spec, self.slot))
+        ours = own_addresses(self.spec, self.slot)
         found_eps = sorted((addr, e) for addr, e in eps.items() if addr in ours)
         found_rules = sorted(live_rules(self.runner, ns))
         record = self._record().get(ns)
@@ -251,8 +288,7 @@ class SlotMptcp(object):
             return out
         for addr, e in found_eps:
             out.append(self.change("delete mptcp endpoint %s (id %s) in %s" % (addr, e["id"], ns),
-                                   lambda i=e["id"]: self.runner.ip(["mptcp", "endpoint", "delete", "id", str(i)],
-                                                                    ns, check=False)))
+                                   lambda i=e["id"]: self._delete_endpoint(i)))
         for rule in found_rules:
             out.append(self.change("delete rule in %s: from %s lookup %s pref %d" % (ns, rule[2], rule[3], rule[1]),
                                    lambda r=rule: self.runner.ip(_rule_argv(r, "del"), ns, check=False)))
@@ -309,6 +345,9 @@ class SlotMptcp(object):
     def _limits_cmd(self, want):
         self.runner.ip(["mptcp", "limits", "set", "subflows", str(want["subflows"]),
                         "add_addr_accepted", str(want["add_addr_accepted"])], self.netns)
+
+    def _delete_endpoint(self, endpoint_id):
+        self.runner.ip(["mptcp", "endpoint", "delete", "id", str(endpoint_id)], self.netns, check=False)
 
     def _set_endpoint(self, addr, dev, old, flags=ENDPOINT_FLAGS):
         if old:

@@ -140,12 +140,14 @@ def _addr(block, family, field, path):
 
 
 def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pref=RULE_PREF_MAIN, mptcp=False,
-               numa=None):
+               numa=None, mptcp_families=None):
     """Turn the planner's host_data into the datapath spec.
 
     netns_names: optional {slot_number: netns_name} override (tests run several simulated hosts
     in one machine namespace and need unique names); production uses the plan's names.
     mptcp: MPTCP mode, one subflow per NIC in every slot (datapath/mptcp.py).
+    mptcp_families: optional subset of the host's planned families (["ipv4"], ["ipv6"]) that MPTCP
+    mode serves; None = every planned family (see mptcp_families_spec()).
     numa: optional NUMA preference, {"nic_numa": {NIC name: node}, "slot_numa": {slot: node},
     "spill_flows": int} (see numa_spec()).
     """
@@ -224,9 +226,36 @@ def build_spec(host, netns_names=None, ebpf=True, table_base=TABLE_BASE, rule_pr
         "gw4": GW4,
         "gw6": GW6,
     }
+    mptcp_fams = mptcp_families_spec(host["name"], sorted(families), mptcp_families)
+    if mptcp_fams is not None:
+        out["mptcp_families"] = mptcp_fams  # absent: every planned family (the spec of earlier releases)
     if numa:
         out["numa"] = numa_spec(nics, slots, **numa)
     return out
+
+
+def mptcp_families_spec(host_name, planned, value):
+    """The ``mptcp_families`` field: None (every planned family) or a sorted subset of ``planned``.
+
+    Leaving a family out gives the slot namespace room for the backup endpoint of the task IP (the
+    kernel holds 8 MPTCP endpoints per namespace, a 4-NIC dual-stack slot needs all 8 for its
+    container addresses); that family's connections then use one path (ECMP-hashed), like plain TCP."""
+    if value is None:
+        return None
+    fix = ("Fix: list the families MPTCP should serve, a subset of the families planned for the host (%s), "
+           "e.g. host_datapath_mptcp_families: [ipv4], or leave it unset (null) for all of them."
+           % (", ".join(planned) or "none"))
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise DatapathInputError("mptcp_families: %r is not a list. %s" % (value, fix))
+    if not value:
+        raise DatapathInputError("mptcp_families: %r is empty. %s" % (list(value), fix))
+    for fam in value:
+        if fam not in ("ipv4", "ipv6"):
+            raise DatapathInputError("mptcp_families: %r is not an address family (ipv4 or ipv6). %s" % (fam, fix))
+        if fam not in planned:
+            raise DatapathInputError("mptcp_families: %r is not planned for host %s (planned: %s). %s"
+                                     % (fam, host_name, ", ".join(planned) or "none", fix))
+    return sorted(set(value))
 
 
 def _numa_node(value, field):

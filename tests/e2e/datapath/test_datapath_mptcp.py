@@ -110,3 +110,50 @@ def test_mptcp_one_connection_uses_every_nic(fabric, mode):
         assert "lookup 110" not in rules, rules
         for k in range(n):
             assert H.sh(["ip", "-n", ns, f, "route", "show", "table", str(1100 + k)], check=False).stdout.strip() == ""
+
+
+def _endpoints(ns):
+    eps = json.loads(H.sh(["ip", "-n", ns, "-j", "mptcp", "endpoint", "show"]).stdout or "[]")
+    return sorted((e["address"], e.get("dev"), bool(e.get("subflow")), bool(e.get("backup"))) for e in eps)
+
+
+def test_mptcp_families_ipv4_gives_room_for_the_backup_endpoint(fabric):
+    """4-NIC dual-stack slot (issue 14): with MPTCP for IPv4 only the live slot converges to 4 subflow
+    endpoints (the NICs' IPv4 addresses) + the backup endpoint of the task IPv4, no IPv6 endpoint, rule
+    or per-NIC route; deletions run before additions (the kernel refuses a 9th endpoint); back to both
+    families: the 8 per-NIC endpoints. No traffic (the figures are the bench's)."""
+    host = fabric.host(HOST)
+    ns = host.slot_ns(1)
+    slot = [s for s in host.data["slots"] if s["slot"] == 1][0]
+    dev = dict((sn["address"][f], host.nics[sn["index"]]) for sn in slot["nics"] for f in ("ipv4", "ipv6"))
+    both = sorted((a, d, True, False) for a, d in dev.items())
+    v4 = sorted([(a, d, True, False) for a, d in dev.items() if ":" not in a] +
+                [(host.task_ip("ipv4"), None, False, True)])
+    host.core("apply", ebpf=False, mptcp=True)
+    assert _endpoints(ns) == both
+
+    check = host.core("check", ebpf=False, mptcp=True, mptcp_families=["ipv4"])["changes"]
+    assert _endpoints(ns) == both, "check mode changed nothing"
+    changes = host.core("apply", ebpf=False, mptcp=True, mptcp_families=["ipv4"])["changes"]
+    assert changes == check, "check mode listed %s, the run did %s" % (check, changes)
+    # per namespace (every slot switches; the kernel's limit is per namespace): deletions first
+    mine = [c for c in changes if re.search(r" in %s(:| |$)" % re.escape(ns), c)]
+    kinds = [c.startswith(("delete ", "flush ")) for c in mine]
+    assert kinds == sorted(kinds, reverse=True) and kinds.count(True) == 4 + 4 + 4, mine
+    assert mine[-1] == "mptcp endpoint %s backup in %s" % (host.task_ip("ipv4"), ns), mine
+    assert _endpoints(ns) == v4, _endpoints(ns)
+    assert "lookup 110" not in H.sh(["ip", "-n", ns, "-6", "rule", "show"]).stdout
+    assert H.sh(["ip", "-n", ns, "-4", "rule", "show"]).stdout.count("lookup 110") == 4
+    for k in range(len(host.nics)):
+        assert H.sh(["ip", "-n", ns, "-6", "route", "show", "table", str(1100 + k)], check=False).stdout.strip() == ""
+        assert "default via 169.254.1.1 dev %s" % host.nics[k] in \
+            H.sh(["ip", "-n", ns, "-4", "route", "show", "table", str(1100 + k)]).stdout
+    again = host.core("apply", ebpf=False, mptcp=True, mptcp_families=["ipv4"])["changes"]
+    assert again == [], "second run must change nothing: %s" % again
+
+    back = host.core("apply", ebpf=False, mptcp=True)["changes"]
+    assert back[0].startswith("delete mptcp endpoint %s " % host.task_ip("ipv4")), back
+    assert _endpoints(ns) == both
+    assert host.core("apply", ebpf=False, mptcp=True)["changes"] == []
+    host.core("apply", ebpf=False, mptcp=False)
+    assert _endpoints(ns) == []

@@ -220,3 +220,110 @@ def test_backup_endpoints_for_the_task_ips_only_when_they_fit(plan):
     assert M.backup_endpoints(v4, v4["slots"][0]) == [v4["slots"][0]["task_ipv4"]]
     two = S.build_spec(plan["lab-r1-h1"], mptcp=True)             # 2 NICs dual stack: 4 + 2
     assert M.backup_endpoints(two, two["slots"][0]) == [two["slots"][0]["task_ipv4"], two["slots"][0]["task_ipv6"]]
+
+
+# ---- mptcp_families (issue 14): room for the backup endpoint on a 4-NIC dual-stack slot --------------
+def test_families_ipv4_on_four_nic_dual_stack(plan):
+    """4 NICs dual stack, MPTCP for IPv4 only: 4 subflow endpoints (the NICs' IPv4 addresses) + the
+    backup endpoint of the task IPv4; rules and per-NIC table routes of IPv4 only."""
+    host = plan["lab-r1-h2"]
+    sp = S.build_spec(host, mptcp=True, mptcp_families=["ipv4"])
+    assert sp["families"] == ["ipv4", "ipv6"] and sp["mptcp_families"] == ["ipv4"]
+    assert "mptcp_families" not in S.build_spec(host, mptcp=True), "unset: the spec of earlier releases"
+    slot = sp["slots"][0]
+    assert M.endpoints(sp, slot) == [(sn["ipv4"], sn["ifname"]) for sn in slot["nics"]]
+    assert M.backup_endpoints(sp, slot) == [slot["task_ipv4"]]
+    assert len(M.endpoints(sp, slot)) + len(M.backup_endpoints(sp, slot)) == 5
+    assert sorted(M.rules(sp, slot)) == sorted((4, 1000, sn["ipv4"] + "/32", str(1100 + sn["index"]))
+                                               for sn in slot["nics"])
+    assert [(r[0], r[1]) for r in M.routes(sp, slot)] == [(4, 1100), (4, 1101), (4, 1102), (4, 1103)]
+    v6 = S.build_spec(host, mptcp=True, mptcp_families=["ipv6"])
+    assert M.backup_endpoints(v6, v6["slots"][0]) == [v6["slots"][0]["task_ipv6"]]
+    assert all(":" in a for a, d in M.endpoints(v6, v6["slots"][0]))
+    # both listed = unset (the 8 container addresses, no room for a backup endpoint)
+    both = S.build_spec(host, mptcp=True, mptcp_families=["ipv6", "ipv4", "ipv4"])
+    assert both["mptcp_families"] == ["ipv4", "ipv6"]
+    assert len(M.endpoints(both, both["slots"][0])) == 8 and M.backup_endpoints(both, both["slots"][0]) == []
+
+
+def test_families_check_spec_counts_the_mptcp_families(plan, kernel):
+    """5 NICs dual stack needs 10 endpoints (refused, test_too_many_endpoints_or_subflows); with one
+    family 5 + 1 backup fit."""
+    host = _grown(plan["lab-r1-h2"], 5)
+    sp = S.build_spec(host, ebpf=False, mptcp=True, mptcp_families=["ipv6"])
+    desc = run_plan(fake_dp(sp, kernel), sp["slots"][0])
+    assert sum(d.startswith("mptcp endpoint ") for d in desc) == 5 + 1
+    assert any(d.startswith("mptcp limits in mn-slot1: subflows 5 ") for d in desc)
+    assert "mptcp endpoint %s backup in mn-slot1" % sp["slots"][0]["task_ipv6"] in desc
+
+
+@pytest.mark.parametrize("value, match", [
+    ([], r"mptcp_families: \[\] is empty\. Fix: .*host_datapath_mptcp_families: \[ipv4\]"),
+    (["ipv5"], r"mptcp_families: 'ipv5' is not an address family \(ipv4 or ipv6\)\. Fix: "),
+    ("ipv4", r"mptcp_families: 'ipv4' is not a list\. Fix: "),
+    (["ipv6"], r"mptcp_families: 'ipv6' is not planned for host lab-r1-h2 \(planned: ipv4\)\. Fix: .*\(ipv4\)"),
+])
+def test_families_bad_input(plan, value, match):
+    h = copy.deepcopy(plan["lab-r1-h2"])
+    for n in h["nics"]:
+        for k in ("address", "gateway", "subnet"):
+            n[k].pop("ipv6", None)
+    with pytest.raises(S.DatapathInputError, match=match):
+        S.build_spec(h, mptcp=True, mptcp_families=value)
+
+
+def test_families_switch_on_a_live_slot_deletes_first(plan, kernel):
+    """both -> [ipv4] on a live 4-NIC dual-stack slot: the 4 IPv6 endpoints, their rules and the IPv6
+    routes of the per-NIC tables go first, then the backup endpoint is added (never more than 8
+    endpoints); second run nothing; back to both: the backup goes before the IPv6 endpoints come;
+    turned off from [ipv4]: every family's leftovers removed."""
+    host = plan["lab-r1-h2"]
+    dp = fake_dp(S.build_spec(host, mptcp=True), kernel)
+    slot = dp.spec["slots"][0]
+    run_plan(dp, slot)
+    assert len(kernel.endpoints) == 8 and len(kernel.rules) == 8 and len(kernel.routes) == 8
+    count = {"max": 0}
+    add = kernel.ip
+
+    def ip(args, netns=None, check=True):
+        out = add(args, netns, check)
+        count["max"] = max(count["max"], len(kernel.endpoints))
+        assert len(kernel.endpoints) <= M.MAX_ENDPOINTS, "ERANGE: %s" % " ".join(args)
+        return out
+    kernel.ip = ip
+
+    dp.spec = S.build_spec(host, mptcp=True, mptcp_families=["ipv4"])
+    desc = run_plan(dp, slot)
+    v6 = [sn["ipv6"] for sn in slot["nics"]]
+    deletes = [i for i, d in enumerate(desc) if d.startswith(("delete ", "flush "))]
+    adds = [i for i, d in enumerate(desc) if not d.startswith(("delete ", "flush "))]
+    assert deletes and adds and max(deletes) < min(adds), desc
+    assert sorted(d.split()[3] for d in desc if d.startswith("delete mptcp endpoint")) == sorted(v6)
+    assert sum(d.startswith("delete stale rule in mn-slot1: from fd") for d in desc) == 4
+    assert sum(d.startswith("flush table 110") and "(IPv6)" in d for d in desc) == 4
+    assert desc[adds[0]:] == ["mptcp endpoint %s backup in mn-slot1" % slot["task_ipv4"]]
+    assert sorted(kernel.endpoints) == sorted([sn["ipv4"] for sn in slot["nics"]] + [slot["task_ipv4"]])
+    assert kernel.endpoints[slot["task_ipv4"]]["flags"] == ("backup",)
+    assert all(f == 4 for f, dummy, dummy, dummy in kernel.rules) and len(kernel.rules) == 4
+    assert sorted(kernel.routes) == [(4, 1100), (4, 1101), (4, 1102), (4, 1103)]
+    assert run_plan(dp, slot) == [], "second run changes nothing"
+
+    # check mode of the switch back lists exactly what the run then does, deletions first
+    dp.spec = S.build_spec(host, mptcp=True)
+    dp.live.forget()
+    before_back = copy.deepcopy(kernel.endpoints)
+    check = [c.desc for c in M.plan_slot(dp, slot, False, core.Change)]
+    desc = run_plan(dp, slot)
+    assert check == desc
+    assert desc[0] == "delete mptcp endpoint %s (id %d) in mn-slot1: not wanted" % (
+        slot["task_ipv4"], before_back[slot["task_ipv4"]]["id"])
+    assert sum(d.startswith("mptcp endpoint fd") for d in desc) == 4
+    assert len(kernel.endpoints) == 8 and count["max"] == 8
+    assert run_plan(dp, slot) == []
+
+    # off, from an IPv4-only MPTCP spec: the IPv6 endpoints, rules and routes go too
+    dp.spec = S.build_spec(host, mptcp=False, mptcp_families=["ipv4"])
+    desc = run_plan(dp, slot)
+    assert sum(d.startswith("delete mptcp endpoint") for d in desc) == 8
+    assert (kernel.endpoints, kernel.rules, kernel.routes) == ({}, set(), {})
+    assert run_plan(dp, slot) == []
