@@ -35,7 +35,7 @@ options:
     description:
       - Renderer options, see C(plugins/module_utils/vipinjector/render.py) C(DEFAULTS) and docs/vipinjector.md
         (C(install_dir), C(config_dir), C(runtime_dir), C(session_family), C(hold_time), C(outgoing_ttl),
-        C(incoming_ttl), C(health), C(path_check), C(drain_poll), C(watchdog), C(require_local_task_ip),
+        C(incoming_ttl), C(health), C(path_check), C(drain_poll), C(watchdog), C(egress_state), C(require_local_task_ip),
         C(metrics_file), C(log_level)).
       - The MD5 key is not an option here; use O(md5_password).
     type: dict

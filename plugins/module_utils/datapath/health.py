@@ -39,6 +39,13 @@ import struct
 NIC_OUT = 4          # mn_nics flags bit (bit 0: gw4 valid, bit 1: gw6 valid)
 NIC_VAL = "<II4s16s"  # struct nic_val
 
+# The watcher publishes the effective egress set here (JSON, rewritten on every change and every
+# REASSERT second while a NIC is out, so a reader can tell a live state from one left by a stopped
+# watcher). The vipinjector helper reads it and withdraws the task IP on the BGP session of every NIC
+# that is out: the ToR stops sending on a NIC the host found dead, also when only the host can see the
+# fault (ToR -> host loss, lost ARP/ND replies). /run: per host, gone at reboot.
+EGRESS_STATE_FILE = "/run/netscale-multinic/egress-state.json"
+
 DEFAULTS = {
     "enabled": True,
     "interval_ms": 100,
@@ -209,6 +216,13 @@ def effective_out(out, names):
     """The NICs to take out of the egress set: none when that would be all of them."""
     out = set(out) & set(names)
     return set() if len(out) >= len(set(names)) else out
+
+
+def egress_state(out, index, now):
+    """The published state (EGRESS_STATE_FILE) for the effective out set ``out`` (NIC names);
+    ``index``: {NIC name: plan index}, ``now``: wall-clock seconds."""
+    return {"version": 1, "out": sorted(int(index[n]) for n in out), "out_nics": sorted(out),
+            "updated": round(float(now), 3)}
 
 
 def nic_flag_updates(dump, out_indexes):

@@ -18,7 +18,9 @@ every NIC's gateway (ARP / IPv6 NS on packet sockets, default every 100 ms, dead
 follows the gateway's kernel neighbour state (`ip -o monitor neigh`: FAILED = dead at once) and the
 link events, and takes a dead NIC out of the egress set: eBPF mode - the NIC_OUT bit of mn_nics in
 every pinned version; kernel mode - the per-NIC tables' default routes. Hold-down and BGP-style
-dampening decide when it returns (:mod:`.health`). Every transition is logged.
+dampening decide when it returns (:mod:`.health`). Every transition is logged, and the effective
+egress set is published in /run/netscale-multinic/egress-state.json, which the vipinjector helpers read
+to withdraw the task IPs on an out NIC's BGP sessions (the ToR then stops sending on it too).
 BFD: the watcher also subscribes to the session state of the vipinjector role's per-slot BFD
 responders (FRR bfdd control sockets ``<bfd_dir>/slot<s>/bfdd.sock``, found and re-found every
 second, reconnected after a responder restart): a NIC whose sessions that have been Up are all Down
@@ -371,6 +373,7 @@ class Health(threading.Thread):
     """Gray-failure detection (see the module docstring and :mod:`.health`)."""
     CHECK = 0.02
     REASSERT = 1.0
+    STATE_FILE = health.EGRESS_STATE_FILE
 
     def __init__(self, path):
         threading.Thread.__init__(self, name="health", daemon=True)
@@ -462,7 +465,21 @@ class Health(threading.Thread):
                     log("egress set: ip %s: %s" % (fam, " ".join(err)[:300]))
         if out != self.applied:
             log("egress set: out=%s" % (",".join(sorted(out)) or "none"))
+        self.publish(out)
         self.applied = out
+
+    def publish(self, out):
+        """Write the egress set to STATE_FILE for the vipinjector helpers (atomic; see health.EGRESS_STATE_FILE)."""
+        path = self.STATE_FILE
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            tmp = "%s.%d.tmp" % (path, os.getpid())
+            with open(tmp, "w") as f:
+                json.dump(health.egress_state(out, self.index, time.time()), f, sort_keys=True)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except (IOError, OSError) as e:
+            log("egress set: %s: %s" % (path, e))
 
     @staticmethod
     def _version_dirs(base):

@@ -555,6 +555,7 @@ class HelperCore(object):
         self.health = RiseFall(rise, fall)
         self.paths = dict((peer, RiseFall(path_rise, path_fall)) for peer in allocation.sessions)
         self.drained = False
+        self.nic_out = set()  # NIC indexes the host's NIC watcher took out of the egress set
         self.refused = []  # guard findings that put the instance in refused mode
         self.withdraw_foreign = []  # prefixes to withdraw on every session (refused mode)
         self.stopping = False
@@ -583,11 +584,21 @@ class HelperCore(object):
             # helper re-sends its wanted state anyway (a duplicate announce is harmless).
             self.announced[peer] = set()
 
+    def set_nic_out(self, out):
+        """The watcher's out set (NIC indexes). Returns True when it changed."""
+        out = set(int(k) for k in out)
+        if out == self.nic_out:
+            return False
+        self.nic_out = out
+        return True
+
     def wanted(self, peer):
         if self.stopping or self.refused or self.drained or not self.health.is_up:
             return set()
         path = self.paths[peer]
         if path.up is not None and not path.is_up:
+            return set()
+        if int(self.allocation.sessions[peer]["nic"]) in self.nic_out:
             return set()
         return set(self.allocation.prefixes)
 
@@ -603,6 +614,8 @@ class HelperCore(object):
         path = self.paths[peer]
         if path.up is not None and not path.is_up:
             return "path check failing"
+        if int(self.allocation.sessions[peer]["nic"]) in self.nic_out:
+            return "NIC out of the host's egress set"
         return "healthy"
 
     def reconcile(self, now=None):
@@ -669,9 +682,27 @@ class HelperCore(object):
             "sessions": sessions,
             "announced_prefixes": announced,
             "allocation": [str(p) for p in self.allocation.prefixes],
+            "egress_out": sorted(self.nic_out),
             "last_change": self.last_change,
             "last_change_reason": self.last_reason,
         }
+
+
+def egress_out(data, now, stale_after):
+    """NIC indexes out of the host's egress set from the NIC watcher's published state (see
+    datapath/health.EGRESS_STATE_FILE); ``data``: its parsed JSON or None (no file). Returns
+    (set, note). A state older than ``stale_after`` s (the watcher rewrites it every second while a NIC is
+    out) or malformed counts as nothing out: a stopped or hung watcher must not keep a NIC withdrawn."""
+    if data is None:
+        return set(), "no egress state"
+    try:
+        out = set(int(k) for k in data.get("out") or [])
+        age = now - float(data["updated"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return set(), "egress state malformed"
+    if out and age > stale_after:
+        return set(), "egress state stale (%.1f s old)" % age
+    return out, "egress state ok"
 
 
 def prometheus_text(status, instance):

@@ -41,6 +41,9 @@ DEFAULTS = {
     # closes its sessions, systemd restarts it); idle, a no-op probe every `interval` s. Worst-case
     # detection interval + timeout (1.25 s).
     "watchdog": {"enabled": True, "interval": 0.25, "timeout": 1.0, "start_timeout": 10.0},
+    # the host NIC watcher's published egress set (host_datapath role): the helper withdraws the task IP
+    # on the session of every NIC the watcher took out, so the ToR stops sending on it too; file null = off
+    "egress_state": {"file": "/run/netscale-multinic/egress-state.json", "poll": 0.05, "stale_after": 5.0},
     "require_local_task_ip": True,
     "metrics_file": None,  # default: <runtime_dir>/slot<s>/vipinjector.prom
     "log_level": "INFO",
@@ -139,6 +142,22 @@ def _check_options(o):
             _fail("watchdog.%s" % k, w.get(k), "must be a number of seconds in %g..%g" % (lo, hi),
                   "defaults: interval 0.25, timeout 1.0, start_timeout 10; interval + timeout bounds the "
                   "time a hung ExaBGP keeps its routes")
+    e = o["egress_state"]
+    if not isinstance(e, dict) or set(e) - {"file", "poll", "stale_after"}:
+        _fail("egress_state", e, "must be a mapping of file, poll, stale_after",
+              "e.g. {file: /run/netscale-multinic/egress-state.json, poll: 0.05, stale_after: 5.0}")
+    f = e.get("file")
+    if f is not None and (not isinstance(f, str) or not f.startswith("/") or "\n" in f):
+        _fail("egress_state.file", f, "must be an absolute path or null",
+              "the NIC watcher's /run/netscale-multinic/egress-state.json, or null to ignore the egress set")
+    for k, lo, hi in (("poll", 0.01, 10.0), ("stale_after", 1.5, 3600.0)):
+        try:
+            val = float(e.get(k))
+        except (TypeError, ValueError):
+            val = -1
+        if isinstance(e.get(k), bool) or not lo <= val <= hi:
+            _fail("egress_state.%s" % k, e.get(k), "must be a number of seconds in %g..%g" % (lo, hi),
+                  "defaults: poll 0.05, stale_after 5.0 (above the watcher's 1 s rewrite while a NIC is out)")
     if o["log_level"] not in _LOG_LEVELS:
         _fail("log_level", o["log_level"], "unsupported log level (DEBUG would log the MD5 key)",
               "use one of %s" % ", ".join(_LOG_LEVELS))
@@ -353,6 +372,7 @@ def helper_config(m):
         "drain_files": p["drain_files"],
         "drain_poll": o["drain_poll"],
         "watchdog": dict(o["watchdog"]),
+        "egress_state": dict(o["egress_state"]),
         "status_file": p["status_file"],
         "metrics_file": p["metrics_file"],
         "require_local_task_ip": bool(o["require_local_task_ip"]),

@@ -334,6 +334,68 @@ def _bfd_loss(stack):
                            fib_during, back, n, tail))
 
 
+def _tor_bgp_states(lab, tor, peers):
+    js = json.loads(lab.x(tor, ["vtysh", "-c", "show bgp neighbors json"]).stdout)
+    return dict((a, (js.get(a) or {}).get("bgpState")) for a in peers)
+
+
+def _sidecar_reasons(lab, host, slot, k):
+    st = json.loads(lab.x(host, ["cat", "/run/netscale-vipinjector/slot%d/status.json" % slot]).stdout)
+    return [(x["reason"], x["announced"]) for x in st["sessions"] if int(x["nic"]) == k]
+
+
+def test_arp_nd_loss_withdraws_the_nic_at_the_tor(stack):
+    """Only ARP/ND replies dropped at the ToR port of mns-r1-h2's eth1 (both ways): BFD, BGP and data
+    still pass, so the ToR itself sees nothing wrong, while the host's watcher finds the gateway silent and
+    takes eth1 out of its egress set. The sidecars read the watcher's published egress set and withdraw the
+    task IPs on eth1's sessions: the ToR FIB width of every slot drops to N-1 with eth1's BGP sessions still
+    Established and its BFD peers still up; the helper's status names the reason. After healing eth1 is
+    announced again and the width is back to N. Waits are generous, nothing is timed (figures: bench/)."""
+    try:
+        _arp_nd_loss(stack)
+    except AssertionError as e:
+        raise AssertionError("%s\nwatcher log of mns-r1-h2:\n%s" % (e, _watcher_tail(stack.lab, "mns-r1-h2")))
+
+
+def _arp_nd_loss(stack):
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import faults
+    lab, host, k = stack.lab, "mns-r1-h2", 1
+    nic = lab.hosts[host]["nics"][k]
+    tor, n = lab.tor_of(host), len(lab.hosts[host]["nics"])
+    slots = [int(s["slot"]) for s in lab.hosts[host]["slots"]]
+    peers = [sn["address"]["ipv6"] for s in lab.hosts[host]["slots"] for sn in s["nics"] if int(sn["index"]) == k]
+    for slot in slots:
+        lab.wait_width(host, n, slot=slot, timeout=30)
+    _until("ToR BFD peers of %s %s" % (host, nic["name"]), lambda: _tor_bfd(lab, tor, peers),
+           lambda v: all(x == "up" for x in v.values()), 30)
+    tables = faults.wanted_tables(nic["tor_port"], True, "both", "arp_nd")
+    ns = lab.netns(tor)
+    try:
+        M.sh(["ip", "netns", "exec", ns, "nft", "-f", "-"], input="".join(tables[t] for t in sorted(tables)))
+        widths = {}
+        for slot in slots:
+            widths[slot] = _until("ToR FIB width of %s slot %d under ARP/ND reply loss" % (host, slot),
+                                  lambda slot=slot: lab.width(host, slot),
+                                  lambda v: all(x == n - 1 for x in v.values()), 20)
+        # the ToR did not find the fault itself: its sessions on eth1 are up
+        bgp, bfd = _tor_bgp_states(lab, tor, peers), _tor_bfd(lab, tor, peers)
+        assert all(x == "Established" for x in bgp.values()), bgp
+        assert all(x == "up" for x in bfd.values()), bfd
+        gone = set(lab.tor_fib(tor).get(lab.task_ip(host, "ipv6", 1).split("/")[0], ()))
+        assert not any(x.endswith("@" + nic["tor_port"]) for x in gone), gone
+        reasons = dict((slot, _sidecar_reasons(lab, host, slot, k)) for slot in slots)
+        assert all(r == [("NIC out of the host's egress set", [])] for r in reasons.values()), reasons
+    finally:
+        for t in sorted(tables):
+            M.sh(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", t], check=False)
+    for slot in slots:
+        lab.wait_width(host, n, slot=slot, timeout=60)
+    back = dict((slot, _sidecar_reasons(lab, host, slot, k)) for slot in slots)
+    assert all(r and r[0][0] == "healthy" and r[0][1] for r in back.values()), back
+    print("%s ARP/ND reply loss on %s (%s): ToR widths %s with eth1 sessions %s, BFD %s; helper %s; healed: %s" % (
+        stack.mode, nic["name"], nic["tor_port"], widths, bgp, bfd, reasons, back))
+
+
 # ---- sidecar lifecycle (issue 6) ---------------------------------------------------------------
 SIDE_HOST = "mns-r1-h2"
 

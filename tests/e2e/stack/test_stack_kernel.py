@@ -8,7 +8,7 @@ import mns_stack as M
 # The shared cases run here with this module's `stack` fixture: imported to be collected.
 from stack_cases import (  # pylint: disable=unused-import  # noqa: F401
     build_stack, test_site_converges, test_tor_fib_width, test_bfd_up_on_every_host_session, test_spread,
-    test_host_local, test_nic_failure,
+    test_host_local, test_nic_failure, test_arp_nd_loss_withdraws_the_nic_at_the_tor,
     test_antispoof, test_removal_restores_hosts,
 )
 
