@@ -18,7 +18,7 @@ to its exit (a window that starts a few ms early and ends with the test's shutdo
 A cross-check of the receiver's figure: an MPTCP receiver that fell behind during the warm-up reads the backlog
 in the measured seconds (probe, 2026-11-25: 8 MPTCP connections, receiver 1-2 % above what the NICs carried).
 usage: bench/mptcp_bench.py [--runs 10] [--seconds 4] [--omit 0] [--rows tcp1,mptcp1,tcp8,mptcp8,tcp32,mptcp32]
-       [--mode ebpf|kernel] [--ipv4-only] [--json FILE]
+       [--mode ebpf|kernel] [--ipv4-only | --mptcp-families ipv4] [--json FILE]
 """
 import argparse
 import copy
@@ -91,21 +91,27 @@ def main():
     ap.add_argument("--rows", default=",".join(ROWS))
     ap.add_argument("--mode", choices=["ebpf", "kernel"], default="ebpf")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--mptcp-families", default=None,
+                    help="comma-separated families MPTCP serves on the dual-stack host (host_datapath_mptcp_families), "
+                         "e.g. ipv4: 4 subflow endpoints + the task IPv4's backup endpoint")
     ap.add_argument("--ipv4-only", action="store_true",
                     help="deploy the host from its plan without IPv6: 4 subflow endpoints leave room for the task "
                          "IP's backup endpoint (a 4-NIC dual-stack slot needs all 8 the kernel holds)")
     args = ap.parse_args()
     rows = args.rows.split(",")
     fab = H.Fabric(hosts=(HOST,), tbf="200mbit", prefix="mnp")
-    results = {"host": HOST, "mode": args.mode, "ipv4_only": args.ipv4_only, "runs": args.runs,
+    results = {"host": HOST, "mode": args.mode, "ipv4_only": args.ipv4_only, "mptcp_families": args.mptcp_families,
+               "runs": args.runs,
                "seconds": args.seconds, "omit": args.omit, "tbf": "200mbit",
                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_start": os.getloadavg()[0],
                "samples": dict(("%s/%s" % (d, r), []) for d in ("egress", "ingress") for r in rows)}
     try:
         host = fab.host(HOST)
         data = v4_only(host.data) if args.ipv4_only else None
-        host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True, host=data)
-        assert host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True, host=data)["changes"] == []
+        fams = args.mptcp_families.split(",") if args.mptcp_families else None
+        host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True, host=data, mptcp_families=fams)
+        assert host.core("apply", ebpf=(args.mode == "ebpf"), mptcp=True, host=data,
+                         mptcp_families=fams)["changes"] == []
         results["endpoints"] = H.sh(["ip", "-n", host.slot_ns(1), "mptcp", "endpoint", "show"]).stdout.splitlines()
         print("slot 1 MPTCP endpoints: %s" % results["endpoints"], flush=True)
         fab.mptcp_storage()
