@@ -134,14 +134,9 @@ def _check_options(o):
         _fail("watchdog.enabled", w.get("enabled"), "must be true or false",
               "true (a hung ExaBGP keeps its routes until the BGP hold timer otherwise)")
     for k, lo, hi in (("interval", 0.05, 60.0), ("timeout", 0.2, 60.0), ("start_timeout", 1.0, 300.0)):
-        try:
-            val = float(w.get(k))
-        except (TypeError, ValueError):
-            val = -1
-        if isinstance(w.get(k), bool) or not lo <= val <= hi:
-            _fail("watchdog.%s" % k, w.get(k), "must be a number of seconds in %g..%g" % (lo, hi),
-                  "defaults: interval 0.25, timeout 1.0, start_timeout 10; interval + timeout bounds the "
-                  "time a hung ExaBGP keeps its routes")
+        _check_seconds("watchdog", w, k, lo, hi,
+                       "defaults: interval 0.25, timeout 1.0, start_timeout 10; interval + timeout bounds the "
+                       "time a hung ExaBGP keeps its routes")
     e = o["egress_state"]
     if not isinstance(e, dict) or set(e) - {"file", "poll", "stale_after"}:
         _fail("egress_state", e, "must be a mapping of file, poll, stale_after",
@@ -151,13 +146,8 @@ def _check_options(o):
         _fail("egress_state.file", f, "must be an absolute path or null",
               "the NIC watcher's /run/netscale-multinic/egress-state.json, or null to ignore the egress set")
     for k, lo, hi in (("poll", 0.01, 10.0), ("stale_after", 1.5, 3600.0)):
-        try:
-            val = float(e.get(k))
-        except (TypeError, ValueError):
-            val = -1
-        if isinstance(e.get(k), bool) or not lo <= val <= hi:
-            _fail("egress_state.%s" % k, e.get(k), "must be a number of seconds in %g..%g" % (lo, hi),
-                  "defaults: poll 0.05, stale_after 5.0 (above the watcher's 1 s rewrite while a NIC is out)")
+        _check_seconds("egress_state", e, k, lo, hi,
+                       "defaults: poll 0.05, stale_after 5.0 (above the watcher's 1 s rewrite while a NIC is out)")
     if o["log_level"] not in _LOG_LEVELS:
         _fail("log_level", o["log_level"], "unsupported log level (DEBUG would log the MD5 key)",
               "use one of %s" % ", ".join(_LOG_LEVELS))
@@ -169,6 +159,16 @@ def _check_options(o):
                 or any(c.isspace() or not c.isprintable() for c in pw)):
             _fail("md5_password", "<hidden>", "must be 1..80 printable characters without blanks, quotes, "
                   "backslash, ';' or braces", "choose another key in the vault")
+
+
+def _check_seconds(section, spec, key, lo, hi, fix):
+    """``spec[key]`` must be a number of seconds in lo..hi (not a boolean)."""
+    try:
+        val = float(spec.get(key))
+    except (TypeError, ValueError):
+        val = -1
+    if isinstance(spec.get(key), bool) or not lo <= val <= hi:
+        _fail("%s.%s" % (section, key), spec.get(key), "must be a number of seconds in %g..%g" % (lo, hi), fix)
 
 
 def _find_slot(host, slot):

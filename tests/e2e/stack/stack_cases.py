@@ -5,6 +5,7 @@
 Assertions are on observed state: ToR kernel FIB (`ip -j route`), frr_facts, NIC byte counters,
 iperf3 per-stream 0.2 s intervals, systemd properties, before/after dumps of the hosts.
 """
+import contextlib
 import json
 import os
 import threading
@@ -281,6 +282,29 @@ def _watcher_tail(lab, host, lines=40):
     return lab.x(host, ["journalctl", "-u", WATCHER, "-n", str(lines), "-o", "cat", "--no-pager"], check=False).stdout
 
 
+def _with_watcher_log(stack, case):
+    """Run ``case(stack)``; a failure carries the watcher's log of mns-r1-h2."""
+    try:
+        case(stack)
+    except AssertionError as e:
+        raise AssertionError("%s\nwatcher log of mns-r1-h2:\n%s" % (e, _watcher_tail(stack.lab, "mns-r1-h2")))
+
+
+@contextlib.contextmanager
+def _tor_port_fault(lab, tor, port, kind):
+    """A loss fault of ``kind`` (lab/faults.py: bfd, arp_nd, ...) both ways on ToR port ``port`` while the
+    block runs; its nft tables are removed afterwards, also on failure."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import faults
+    tables = faults.wanted_tables(port, True, "both", kind)
+    ns = lab.netns(tor)
+    try:
+        M.sh(["ip", "netns", "exec", ns, "nft", "-f", "-"], input="".join(tables[t] for t in sorted(tables)))
+        yield
+    finally:
+        for t in sorted(tables):
+            M.sh(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", t], check=False)
+
+
 def test_bfd_loss_takes_the_nic_out_of_the_egress_set(stack):
     """Only BFD control packets (UDP 3784/4784, both ways) dropped at the ToR port of mns-r1-h2's eth1:
     ARP/ND, BGP and traffic still pass, so the watcher's gateway probe sees a healthy NIC - only BFD can
@@ -288,14 +312,10 @@ def test_bfd_loss_takes_the_nic_out_of_the_egress_set(stack):
     in mn_nics) and the watcher logs why (bfd); after the rule is removed the peers come back up, eth1
     is back in the egress set and the ToR FIB width is back to 4. Waits are generous, nothing is timed
     (figures: bench/)."""
-    try:
-        _bfd_loss(stack)
-    except AssertionError as e:
-        raise AssertionError("%s\nwatcher log of mns-r1-h2:\n%s" % (e, _watcher_tail(stack.lab, "mns-r1-h2")))
+    _with_watcher_log(stack, _bfd_loss)
 
 
 def _bfd_loss(stack):
-    from ansible_collections.netscale.multinic.plugins.module_utils.lab import faults
     lab, host, k = stack.lab, "mns-r1-h2", 1
     nic = lab.hosts[host]["nics"][k]
     tor, n = lab.tor_of(host), len(lab.hosts[host]["nics"])
@@ -306,10 +326,7 @@ def _bfd_loss(stack):
            lambda v: all(x == "up" for x in v.values()), 30)
     assert _egress_out(lab, host) == dict((x, False) for x in lab.nics(host)), "a NIC is out before the fault"
     logged0 = _journal_count(lab, host, WATCHER, "egress set: %s OUT (bfd" % nic["name"])
-    tables = faults.wanted_tables(nic["tor_port"], True, "both", "bfd")
-    ns = lab.netns(tor)
-    try:
-        M.sh(["ip", "netns", "exec", ns, "nft", "-f", "-"], input="".join(tables[t] for t in sorted(tables)))
+    with _tor_port_fault(lab, tor, nic["tor_port"], "bfd"):
         bfd_down = _until("ToR BFD peers of %s %s under BFD loss" % (host, nic["name"]),
                           lambda: _tor_bfd(lab, tor, peers), lambda v: all(x == "down" for x in v.values()), 20)
         out = _until("%s egress set" % host, lambda: _egress_out(lab, host), lambda v: v[nic["name"]], 20)
@@ -320,9 +337,6 @@ def _bfd_loss(stack):
         neigh = json.loads(lab.x(host, ["ip", "-j", "neigh", "show", "dev", nic["name"]]).stdout)
         assert not any("FAILED" in e.get("state", []) for e in neigh), neigh
         fib_during = lab.width(host)
-    finally:
-        for t in sorted(tables):
-            M.sh(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", t], check=False)
     _until("ToR BFD peers of %s %s after healing" % (host, nic["name"]), lambda: _tor_bfd(lab, tor, peers),
            lambda v: all(x == "up" for x in v.values()), 30)
     back = _until("%s egress set after healing" % host, lambda: _egress_out(lab, host),
@@ -351,14 +365,10 @@ def test_arp_nd_loss_withdraws_the_nic_at_the_tor(stack):
     task IPs on eth1's sessions: the ToR FIB width of every slot drops to N-1 with eth1's BGP sessions still
     Established and its BFD peers still up; the helper's status names the reason. After healing eth1 is
     announced again and the width is back to N. Waits are generous, nothing is timed (figures: bench/)."""
-    try:
-        _arp_nd_loss(stack)
-    except AssertionError as e:
-        raise AssertionError("%s\nwatcher log of mns-r1-h2:\n%s" % (e, _watcher_tail(stack.lab, "mns-r1-h2")))
+    _with_watcher_log(stack, _arp_nd_loss)
 
 
 def _arp_nd_loss(stack):
-    from ansible_collections.netscale.multinic.plugins.module_utils.lab import faults
     lab, host, k = stack.lab, "mns-r1-h2", 1
     nic = lab.hosts[host]["nics"][k]
     tor, n = lab.tor_of(host), len(lab.hosts[host]["nics"])
@@ -368,10 +378,7 @@ def _arp_nd_loss(stack):
         lab.wait_width(host, n, slot=slot, timeout=30)
     _until("ToR BFD peers of %s %s" % (host, nic["name"]), lambda: _tor_bfd(lab, tor, peers),
            lambda v: all(x == "up" for x in v.values()), 30)
-    tables = faults.wanted_tables(nic["tor_port"], True, "both", "arp_nd")
-    ns = lab.netns(tor)
-    try:
-        M.sh(["ip", "netns", "exec", ns, "nft", "-f", "-"], input="".join(tables[t] for t in sorted(tables)))
+    with _tor_port_fault(lab, tor, nic["tor_port"], "arp_nd"):
         widths = {}
         for slot in slots:
             widths[slot] = _until("ToR FIB width of %s slot %d under ARP/ND reply loss" % (host, slot),
@@ -385,9 +392,6 @@ def _arp_nd_loss(stack):
         assert not any(x.endswith("@" + nic["tor_port"]) for x in gone), gone
         reasons = dict((slot, _sidecar_reasons(lab, host, slot, k)) for slot in slots)
         assert all(r == [("NIC out of the host's egress set", [])] for r in reasons.values()), reasons
-    finally:
-        for t in sorted(tables):
-            M.sh(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", t], check=False)
     for slot in slots:
         lab.wait_width(host, n, slot=slot, timeout=60)
     back = dict((slot, _sidecar_reasons(lab, host, slot, k)) for slot in slots)

@@ -8,22 +8,11 @@ import os
 import time
 
 import pytest
-import yaml
 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health, watcher
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import guard, render, sidecar
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 NONE = {"type": "none"}
-
-
-@pytest.fixture(scope="module")
-def host():
-    topo = load_topology(yaml.safe_load(open(os.path.join(REPO, "inventories", "lab", "fabric.yml"))))
-    plan = FabricPlan(topo).allocate()
-    return [plan.host_data(h) for h in topo.hosts if h.name == "lab-r1-h2"][0]
 
 
 def _helper(host, state_file, **egress):
