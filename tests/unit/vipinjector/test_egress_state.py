@@ -183,3 +183,16 @@ def test_exabgp_launcher_turns_nagle_off_on_outgoing_sessions(monkeypatch):
     assert conn.io.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     conn.io.close()
     conn.io = None
+
+
+def test_exabgp_launcher_runs_exabgp_unchanged_without_the_hook(monkeypatch, capsys):
+    """An ExaBGP without ``Outgoing._setup`` (another release) still starts, and the log says Nagle stays on."""
+    outgoing = pytest.importorskip("exabgp.reactor.network.outgoing")
+    app = pytest.importorskip("exabgp.application.main")
+    monkeypatch.delattr(outgoing.Outgoing, "_setup")
+    ran = []
+    monkeypatch.setattr(app, "main", lambda: ran.append(True) or 0)
+    monkeypatch.setattr("sys.argv", ["vipinjector-helper"])
+    assert sidecar.main(["exabgp", "server", "/x/exabgp.conf"]) == 0
+    assert ran == [True]
+    assert "cannot turn Nagle's algorithm off" in capsys.readouterr().err
