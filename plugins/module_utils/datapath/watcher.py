@@ -4,7 +4,7 @@
 """netscale.multinic NIC watcher (installed by the host_datapath role, run by systemd).
 
 Shipped to hosts as ``/usr/lib/netscale-multinic/netscale-multinic-watcher.py``, one file bundled
-from this module and :mod:`.localmap` (``labkit.host_programs``; the hosts have no Ansible).
+from this module and its imports (``labkit.host_programs``; the hosts have no Ansible).
 
 A NIC flap removes state the datapath needs: admin-down deletes the NIC's proxy ND/ARP entries and
 its per-NIC table routes; a veth going down loses its link-local gateway address. This watcher
@@ -52,6 +52,7 @@ import time
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bfdstate
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 LINE = re.compile(r"^(?:Deleted )?\d+: ([^:@ ]+)(?:@\S+)?: <([^>]*)>")
 
@@ -472,12 +473,8 @@ class Health(threading.Thread):
         """Write the egress set to STATE_FILE for the vipinjector helpers (atomic; see health.EGRESS_STATE_FILE)."""
         path = self.STATE_FILE
         try:
-            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-            tmp = "%s.%d.tmp" % (path, os.getpid())
-            with open(tmp, "w") as f:
-                json.dump(health.egress_state(out, self.index, time.time()), f, sort_keys=True)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
+            atomic_write(path, json.dumps(health.egress_state(out, self.index, time.time()), sort_keys=True),
+                         mode=0o644)
         except (IOError, OSError) as e:
             log("egress set: %s: %s" % (path, e))
 

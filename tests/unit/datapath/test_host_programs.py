@@ -32,7 +32,7 @@ def test_bundles_list_what_they_import():
     assert host_programs.bundled_modules("vipinjector.sidecar") == [
         "vipinjector", "errors", "writing", "vipinjector.guard", "vipinjector.sidecar"]
     assert host_programs.bundled_modules("datapath.watcher") == [
-        "datapath", "datapath.bfdstate", "datapath.health", "datapath.localmap", "datapath.watcher"]
+        "datapath", "datapath.bfdstate", "datapath.health", "datapath.localmap", "writing", "datapath.watcher"]
 
 
 @pytest.mark.parametrize("program", [HELPER, WATCHER])
