@@ -32,6 +32,12 @@ NIC eth1 (--nic) of mns-r1-h2, injected on its ToR port inside the ToR's namespa
 
 A missing measurement is printed as None and counts as not meeting its bound. Asserts nothing.
 
+--baseline N: per mode, after its faults, N runs of the same traffic with no fault (the stall figure over the
+same window): the lab's own stall tail, from the senders' congestion on the shaped links, to read the
+fault rows against. --sender-cc ALGO: the storage node's congestion control in the ingress runs (iperf3 -C;
+default the lab's, i.e. this machine's net.ipv4.tcp_congestion_control, BBR here); the JSON records both
+directions' senders.
+
 Soak (--soak SECONDS --runs 0): one mode (the first of --modes), both rack-1 hosts deployed; with --runs N
 the soak runs on the first mode's lab right after its matrix (no rebuild); 32 flows each way
 on mns-r1-h2 slot 1 and 8 each way on mns-r1-h1 slot 1 for the whole soak (iperf3 restarted in --chunk s
@@ -40,7 +46,7 @@ responder (per slot bfdd, its vty socket under /run/netscale-vipinjector-bfd/slo
 connectionsDropped / connectionsEstablished per host peer, before and after. Prints the totals.
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
-       [--soak 600] [--json PATH] | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--json PATH]
+       [--baseline N] [--sender-cc ALGO] [--soak 600] [--json PATH] | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--json PATH]
        | --markdown RESULT.json... (the docs table from saved runs; no lab)
 """
 import argparse
@@ -75,6 +81,9 @@ BOUND_DROP, BOUND_STALL, SHARE_TOL = 0.5, 1.0, 0.05
 STALL_SLACK = 1.5
 BOUND_KEYS = ("tor_drop", "host_drop", "stall", "blackholed", "shares")
 SAMPLERS = []
+# congestion control of the storage node's sending sockets in the ingress runs (iperf3 -C); None: the lab
+# namespace's default, which is this machine's (BBR here, see lab-notes); set by --sender-cc
+SENDER_CC = [None]
 
 
 def build(mode):
@@ -120,6 +129,8 @@ def iperf_start(lab, host, fam, port, flows, seconds, reverse, interval):
     dst = M.STO6 if fam == "ipv6" else M.STO4
     argv = ["iperf3", "-c", dst, "-p", str(port), "-P", str(flows), "-t", str(seconds), "-i", str(interval),
             "--json", "--get-server-output"] + (["-R"] if reverse else [])
+    if reverse and SENDER_CC[0]:
+        argv += ["-C", SENDER_CC[0]]   # the server (storage node) sends: iperf3 passes -C on to it
     return srv, lab.spawn(lab.in_slot(host, 1, argv))
 
 
@@ -327,6 +338,42 @@ def one_run(lab, view, mode, kind, k, hold, ports):
     return row
 
 
+def baseline_run(lab, view, mode, hold, ports):
+    """The same traffic as a fault run (LEAD + hold + TAIL s, 32 flows each way) with no fault: the lab's own
+    stall tail (sender congestion on the shaped links), to read the fault rows against."""
+    row = {"mode": mode, "kind": "none", "ready_wait_s": wait_all_in(lab, view), "stall": {}, "stalls_ge_0.4": {},
+           "mbit": {}, "traffic_error": {}}
+    res, dummy = pair(lab, HOST, ports, int(math.ceil(LEAD + hold + TAIL)))
+    views = received_views(res)
+    for dname in ("egress", "ingress"):
+        v = views.get(dname)
+        if v is None:
+            row["stall"][dname] = None
+            row["traffic_error"][dname] = (res.get(dname) or {}).get("error", "missing")
+            continue
+        # the window a fault run charges to its fault: from LEAD - STALL_SLACK s on (iperf3 time)
+        row["stall"][dname], dummy = fault_stalls(v, LEAD - STALL_SLACK)
+        row["stalls_ge_0.4"][dname] = M.stalls(v)[:10]
+        row["mbit"][dname] = round(res[dname]["end"]["sum_received"]["bits_per_second"] / 1e6, 1)
+    row["stall_ok"] = all(row["stall"][d] is not None and row["stall"][d] <= BOUND_STALL for d in ("egress", "ingress"))
+    return row
+
+
+def baseline_summary(rows, echo=True):
+    out = []
+    for mode in sorted(set(r["mode"] for r in rows)):
+        rs = [r for r in rows if r["mode"] == mode]
+        s = {"mode": mode, "runs": len(rs), "stall_egress": med_max(r["stall"]["egress"] for r in rs),
+             "stall_ingress": med_max(r["stall"]["ingress"] for r in rs),
+             "over_bound": sum(1 for r in rs if not r["stall_ok"])}
+        out.append(s)
+        if echo:
+            print("no fault   %-6s %4d | worst stall eg %s, in %s s (median/max) | runs with a stall > %.0f s or "
+                  "missing: %d" % (mode, len(rs), s["stall_egress"], s["stall_ingress"], BOUND_STALL, s["over_bound"]))
+    sys.stdout.flush()
+    return out
+
+
 def failed_row(mode, kind, nic, exc):
     """A run that raised: every figure missing (None), no bound met."""
     r = {"mode": mode, "kind": kind, "nic": nic, "error": "%s: %s" % (type(exc).__name__, exc),
@@ -457,6 +504,16 @@ def matrix(a, data):
                     data["runs"].append(r)
                     print(line(r, i + 1), flush=True)
                     save(a.json, data)
+            for i in range(a.baseline):
+                try:
+                    r = baseline_run(lab, view, mode, a.hold, ports)
+                finally:
+                    lab.close()
+                r["run"] = i + 1
+                data.setdefault("baseline", []).append(r)
+                print("no fault   %-6s run %2d: worst stall eg %s / in %s s" % (
+                    mode, i + 1, fmt(r["stall"]["egress"], "%.1f"), fmt(r["stall"]["ingress"], "%.1f")), flush=True)
+                save(a.json, data)
             if a.soak and mode == a.modes.split(",")[0]:
                 # the soak on the same lab (no rebuild), after the matrix of the first mode
                 GS.clear_faults(lab, HOST)
@@ -469,6 +526,8 @@ def matrix(a, data):
             except Exception:  # pylint: disable=broad-except
                 pass
     data["summary"] = summary(data["runs"])
+    if data.get("baseline"):
+        data["baseline_summary"] = baseline_summary(data["baseline"])
     save(a.json, data)
 
 
@@ -551,10 +610,12 @@ NAMES = {"silent": "silent loss both ways", "to_host": "one-way ToR -> host", "t
 
 def markdown(paths):
     """The docs table (per fault x mode) from one or more --json files."""
-    rows = []
+    rows, base = [], []
     for p in paths:
         with open(p) as f:
-            rows += json.load(f).get("runs", [])
+            d = json.load(f)
+        rows += d.get("runs", [])
+        base += d.get("baseline", [])
     print("| fault | mode | ToR FIB drop s | host egress drop s | first to drop (ToR/host) | back in ToR s | back in host s "
           "| worst stall eg / in s | black-holed streams eg / in (max) | eth1 share after heal eg / in (min-max) "
           "| churn (max) | runs meeting ToR / host / stall / no black hole / shares / all |")
@@ -566,6 +627,12 @@ def markdown(paths):
             s["tor_back"], s["host_back"], s["stall_egress"], s["stall_ingress"], s["blackholed_max"][0],
             s["blackholed_max"][1], s["share_egress"].replace("/", "-"), s["share_ingress"].replace("/", "-"),
             s["churn_max"], " / ".join(str(s["met"][b]) for b in BOUND_KEYS + ("all",)), s["runs"]))
+    if base:
+        print("\n| no fault (same traffic) | runs | worst stall eg / in s (median/max) | runs with a stall > 1 s |")
+        print("|---|---|---|---|")
+        for s in baseline_summary(base, echo=False):
+            print("| %s | %d | %s / %s | %d |" % (s["mode"], s["runs"], s["stall_egress"], s["stall_ingress"],
+                                               s["over_bound"]))
 
 
 def main():
@@ -580,8 +647,14 @@ def main():
     ap.add_argument("--nic", type=int, default=1, help="NIC index of mns-r1-h2 to fault")
     ap.add_argument("--soak", type=float, default=0, help="soak seconds instead of the matrix")
     ap.add_argument("--chunk", type=int, default=60, help="iperf3 run length during the soak")
+    ap.add_argument("--baseline", type=int, default=0,
+                    help="per mode, after its faults: this many runs of the same traffic with no fault")
+    ap.add_argument("--sender-cc", default=None,
+                    help="congestion control of the storage node's senders in the ingress runs (iperf3 -C); "
+                         "default: the lab namespaces' (this machine's net.ipv4.tcp_congestion_control)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    SENDER_CC[0] = a.sender_cc
     for k in a.faults.split(","):
         if k not in GS.FAULTS:
             ap.error("--faults: %r is not one of %s" % (k, ",".join(GS.FAULTS)))
@@ -589,7 +662,10 @@ def main():
     def term(signum, frame):
         raise KeyboardInterrupt("signal %d" % signum)
     signal.signal(signal.SIGTERM, term)
-    data = {"argv": sys.argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": []}
+    with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+        machine_cc = f.read().strip()
+    data = {"argv": sys.argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": [],
+            "sender_cc": {"ingress (storage node)": a.sender_cc or machine_cc, "egress (container)": machine_cc}}
     try:
         if a.soak and a.runs == 0:
             soak(a, data)
