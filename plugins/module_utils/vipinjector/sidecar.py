@@ -12,7 +12,8 @@ decisions are in :mod:`.guard` (pure); this module is the I/O around them (see d
   interval), no drain file exists and that NIC's path check passes;
 * withdraws on a drain file, on health failure, on SIGTERM, and per session on a path failure
   (``neighbor ADDR withdraw route ...``) or when the host's NIC watcher has taken that session's NIC
-  out of the egress set (its published state, polled every ``egress_state.poll`` s; a state older
+  out of the egress set (its published state: re-read at once when inotify reports a change of it
+  (:class:`EgressWatch`), and polled every ``egress_state.poll`` s as the fallback; a state older
   than ``stale_after`` s counts as nothing out);
 * reads every line ExaBGP writes back (``done``/``error``/``shutdown``, neighbor state changes)
   on a separate thread so the pipe never blocks;
@@ -36,6 +37,7 @@ import re
 import shlex
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -174,6 +176,161 @@ def probe_path(spec, session):
 
 
 # --------------------------------------------------------------------------------------------
+# Wake-up on the egress state (inotify)
+# --------------------------------------------------------------------------------------------
+# <sys/inotify.h>
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_FROM = 0x00000040
+IN_MOVED_TO = 0x00000080
+IN_CREATE = 0x00000100
+IN_DELETE = 0x00000200
+IN_Q_OVERFLOW = 0x00004000
+IN_IGNORED = 0x00008000
+IN_CLOEXEC = getattr(os, "O_CLOEXEC", 0o2000000)   # IN_CLOEXEC is O_CLOEXEC
+EGRESS_WATCH_MASK = IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM
+# struct inotify_event: int wd; uint32_t mask, cookie, len; char name[len] (NUL-padded, len may be 0)
+_INOTIFY_EVENT = struct.Struct("=iIII")
+
+
+def parse_inotify_events(buf):
+    """The events of one ``read()`` of an inotify descriptor (there may be several):
+    ``[(wd, mask, cookie, name)]``, ``name`` without its NUL padding, ``""`` for an event of the watched
+    directory itself. The kernel returns whole events only; an incomplete tail is ignored."""
+    events = []
+    pos = 0
+    head = _INOTIFY_EVENT.size
+    while pos + head <= len(buf):
+        wd, mask, cookie, length = _INOTIFY_EVENT.unpack_from(buf, pos)
+        if pos + head + length > len(buf):
+            break
+        name = bytes(buf[pos + head:pos + head + length]).split(b"\0", 1)[0]
+        events.append((wd, mask, cookie, os.fsdecode(name)))
+        pos += head + length
+    return events
+
+
+def _inotify_libc():
+    """libc's ``(inotify_init1, inotify_add_watch, inotify_rm_watch, get_errno)`` through ctypes.
+    Raises OSError saying why they cannot be had (not Linux, no ctypes, no such symbols): the helper
+    also runs its unit tests on other systems, and must never fail because of the wake-up."""
+    if not sys.platform.startswith("linux"):
+        raise OSError("not Linux (%s)" % sys.platform)
+    try:
+        import ctypes
+    except Exception as exc:  # pylint: disable=broad-except
+        # ImportError, or a MemoryError of a ctypes that cannot set itself up
+        raise OSError("no ctypes (%s: %s)" % (type(exc).__name__, exc)) from exc
+    libc = None
+    for name in (None, "libc.so.6"):   # None: the symbols the interpreter already has (its libc)
+        try:
+            cand = ctypes.CDLL(name, use_errno=True)
+        except Exception:  # pylint: disable=broad-except
+            continue
+        if hasattr(cand, "inotify_init1"):
+            libc = cand
+            break
+    if libc is None:
+        raise OSError("no inotify_init1 in libc")
+    init1, add, rm = libc.inotify_init1, libc.inotify_add_watch, libc.inotify_rm_watch
+    init1.argtypes, init1.restype = [ctypes.c_int], ctypes.c_int
+    add.argtypes, add.restype = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32], ctypes.c_int
+    rm.argtypes, rm.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return init1, add, rm, ctypes.get_errno
+
+
+class EgressWatch(object):
+    """Wakes the helper as soon as the host NIC watcher rewrites its egress state.
+
+    Linux inotify on the file's directory (the watcher replaces the file by a rename, so a watch on the
+    file itself would follow the old inode): a daemon thread blocks on ``read()`` and, for each read that
+    names the file (closed after writing, renamed in or out, created, deleted) or reports lost events
+    (queue overflow), puts one ``("egress", None)`` on the helper's event queue; the main loop then calls
+    :meth:`Helper.read_egress` at once. The poll stays: it is the fallback when inotify cannot be used
+    (no ctypes or libc symbols, no directory yet, the inotify limits reached: one log line, nothing
+    raised) and it is what notices a state going stale. A directory that appears after the start is not
+    watched: the helper stays on polling until it restarts.
+    """
+
+    def __init__(self, path, events, log):
+        self.path = path
+        self.folder = os.path.dirname(path) or "."
+        self.name = os.path.basename(path)
+        self.events = events
+        self.log = log
+        self.fd = None
+        self.wd = None
+        self.thread = None
+        self.closing = False
+        self._rm = None
+        self._lock = threading.Lock()
+
+    def start(self, poll=None):
+        """Set the watch up and start its thread. Returns True when the wake-up runs; False (logged
+        once) when inotify cannot be used, the poll alone then follows the file."""
+        fd = -1
+        try:
+            init1, add, rm, get_errno = _inotify_libc()
+            fd = init1(IN_CLOEXEC)
+            if fd < 0:
+                err = get_errno()
+                raise OSError(err, "inotify_init1: %s" % os.strerror(err))
+            wd = add(fd, os.fsencode(self.folder), EGRESS_WATCH_MASK)
+            if wd < 0:
+                err = get_errno()
+                raise OSError(err, "inotify_add_watch %s: %s" % (self.folder, os.strerror(err)))
+            self.fd, self.wd, self._rm = fd, wd, rm
+            thread = threading.Thread(target=self._run, name="egress-inotify", daemon=True)
+            thread.start()
+            self.thread = thread
+        except Exception as exc:  # pylint: disable=broad-except
+            if fd >= 0 and self.thread is None:
+                self.fd = None
+                os.close(fd)
+            self.log("egress state: no inotify wake-up (%s); polling %s%s only" % (
+                exc, self.path, "" if poll is None else " every %gs" % poll))
+            return False
+        return True
+
+    def _run(self):
+        fd = self.fd
+        try:
+            while True:
+                buf = os.read(fd, 65536)
+                if not buf:
+                    break
+                wake = gone = False
+                for dummy_wd, mask, dummy_cookie, name in parse_inotify_events(buf):
+                    if mask & IN_IGNORED:      # watch removed: close(), or the directory went away
+                        gone = True
+                    elif mask & IN_Q_OVERFLOW:  # events were lost: re-read to be sure
+                        wake = True
+                    elif name == self.name:
+                        wake = True
+                if gone and not self.closing:
+                    self.log("egress state: %s is gone; polling %s only" % (self.folder, self.path))
+                    wake = True
+                if wake and not self.closing:
+                    self.events.put(("egress", None))
+                if gone or self.closing:
+                    break
+        except Exception as exc:  # pylint: disable=broad-except
+            if not self.closing:
+                self.log("egress state: inotify wake-up stopped (%s: %s); polling %s only"
+                         % (type(exc).__name__, exc, self.path))
+        finally:
+            with self._lock:
+                self.fd = None
+                os.close(fd)
+
+    def close(self):
+        """Stop the thread: removing the watch makes the kernel queue IN_IGNORED, which ends its read."""
+        self.closing = True
+        with self._lock:
+            if self.fd is not None and self._rm is not None:
+                self._rm(self.fd, self.wd)
+
+
+# --------------------------------------------------------------------------------------------
 # The process
 # --------------------------------------------------------------------------------------------
 def _parent_config_path():
@@ -219,6 +376,7 @@ class Helper(object):
         self.egress_seen = (None, None)  # (stat key, parsed JSON or None)
         self.egress_note = None
         self.events = queue.Queue()
+        self.egress_watch = None
         self.acks = {"done": 0, "error": 0}
         self.pending = 0
         self.stop = threading.Event()
@@ -411,6 +569,20 @@ class Helper(object):
             self.log("host egress set: NICs out %s" % (sorted(out) or "none"))
         return changed
 
+    def handle_event(self, kind, payload):
+        """One event of the queue: a line from ExaBGP, ``eof`` (ExaBGP is gone: stop) or ``egress`` (the
+        watcher's egress state changed: read it now, not at the next poll). Returns whether the status
+        changed."""
+        if kind == "eof":
+            self.exabgp_gone = True
+            self.stop.set()
+            return False
+        if kind == "egress":
+            return self.read_egress()
+        before = dict(self.core.session_state)
+        self.handle_line(payload)
+        return before != self.core.session_state
+
     def guard_config(self):
         # Only an explicit JSON false switches the scan off (a test of the ToR's own filter does).
         if self.cfg.get("guard_config", True) is False:
@@ -465,6 +637,9 @@ class Helper(object):
         self.check_task_ip_local()
         t = threading.Thread(target=self.reader, name="exabgp-reader", daemon=True)
         t.start()
+        if self.egress_file:
+            self.egress_watch = EgressWatch(self.egress_file, self.events, self.log)
+            self.egress_watch.start(self.egress_poll)
         health_spec = self.cfg.get("health") or {}
         path_spec = self.cfg.get("path_check") or {}
         next_health = 0.0
@@ -516,14 +691,10 @@ class Helper(object):
             except queue.Empty:
                 continue
             while True:
-                if kind == "eof":
-                    self.exabgp_gone = True
-                    self.stop.set()
-                    break
-                before = dict(self.core.session_state)
-                self.handle_line(line)
-                if before != self.core.session_state:
+                if self.handle_event(kind, line):
                     dirty = True
+                if kind == "eof":
+                    break
                 try:
                     kind, line = self.events.get_nowait()
                 except queue.Empty:
@@ -533,6 +704,8 @@ class Helper(object):
                 self.send(cmds)
             if dirty or cmds:
                 self.write_status()
+        if self.egress_watch is not None:
+            self.egress_watch.close()
         # Stopping: withdraw everything we announced (ExaBGP may already be gone).
         self.core.stopping = True
         if not self.exabgp_gone:
@@ -545,7 +718,8 @@ class Helper(object):
                     continue
                 if kind == "eof":
                     break
-                self.handle_line(line)
+                if kind == "line":   # (an egress wake-up changes nothing now: everything goes)
+                    self.handle_line(line)
         else:
             for peer in self.core.announced:
                 self.core.announced[peer] = set()
