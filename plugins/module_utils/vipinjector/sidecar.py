@@ -247,8 +247,9 @@ class EgressWatch(object):
     (queue overflow), puts one ``("egress", None)`` on the helper's event queue; the main loop then calls
     :meth:`Helper.read_egress` at once. The poll stays: it is the fallback when inotify cannot be used
     (no ctypes or libc symbols, no directory yet, the inotify limits reached: one log line, nothing
-    raised) and it is what notices a state going stale. A directory that appears after the start is not
-    watched: the helper stays on polling until it restarts.
+    raised) and it is what notices a state going stale. A directory that appears after the start (the
+    helper started before the NIC watcher first published, as at boot) is watched from the first poll
+    that finds it (:meth:`retry`, once).
     """
 
     def __init__(self, path, events, log):
@@ -261,6 +262,7 @@ class EgressWatch(object):
         self.wd = None
         self.thread = None
         self.closing = False
+        self.retried = False
         self._rm = None
         self._lock = threading.Lock()
 
@@ -290,6 +292,18 @@ class EgressWatch(object):
                 exc, self.path, "" if poll is None else " every %gs" % poll))
             return False
         return True
+
+    def retry(self, poll=None):
+        """Called at each poll: when the first start failed and the directory now exists, start once
+        more (once only, so a lasting failure such as the inotify limits is logged once more at most).
+        Returns True when the wake-up started now."""
+        if self.thread is not None or self.retried or self.closing or not os.path.isdir(self.folder):
+            return False
+        self.retried = True
+        if self.start(poll):
+            self.log("egress state: %s appeared; inotify wake-up on" % self.folder)
+            return True
+        return False
 
     def _run(self):
         fd = self.fd
@@ -658,6 +672,8 @@ class Helper(object):
                     dirty = True
                 next_drain = now + self.drain_poll
             if self.egress_file and now >= next_egress:
+                if self.egress_watch is not None:
+                    self.egress_watch.retry(self.egress_poll)
                 if self.read_egress():
                     dirty = True
                 next_egress = now + self.egress_poll

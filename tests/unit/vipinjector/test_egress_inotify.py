@@ -266,6 +266,32 @@ def test_run_with_missing_directory_polls_and_does_not_fail(host, tmp_path):
     assert h.egress_watch.thread is None
 
 
+@linux_only
+def test_directory_that_appears_later_is_watched_from_the_next_poll(tmp_path, watch):
+    """The helper started before the watcher made its directory (boot order): the first start falls back,
+    the first poll that finds the directory starts the wake-up, and a write then wakes the helper."""
+    folder = tmp_path / "later"
+    w, started = watch(folder / NAME)
+    assert started is False and w.thread is None
+    assert w.retry(0.05) is False and not w.retried       # still no directory: nothing tried
+    folder.mkdir()
+    assert w.retry(0.05) is True and w.thread is not None
+    assert "appeared; inotify wake-up on" in w.log.lines[-1]
+    assert w.retry(0.05) is False                          # running: nothing more
+    atomic_write(str(folder / NAME), "{}")
+    assert w.events.get(timeout=5) == ("egress", None)
+
+
+def test_a_failed_retry_is_not_repeated(tmp_path, watch, monkeypatch):
+    folder = tmp_path / "later"
+    w, started = watch(folder / NAME)
+    folder.mkdir()
+    monkeypatch.setattr(sidecar, "_inotify_libc", lambda: (_ for _ in ()).throw(OSError("inotify limits")))
+    assert w.retry(0.05) is False and w.retried and w.thread is None
+    assert w.retry(0.05) is False
+    assert sum("no inotify wake-up" in line for line in w.log.lines) == 2   # the start, the one retry
+
+
 def test_wake_up_while_stopping_is_ignored(host, tmp_path):
     """A wake-up queued after the main loop ended (SIGTERM: the helper is withdrawing everything and
     waits for ExaBGP's acks) is not an ExaBGP line and changes nothing."""
