@@ -286,7 +286,9 @@ def test_a_failed_retry_is_not_repeated(tmp_path, watch, monkeypatch):
     folder = tmp_path / "later"
     w, started = watch(folder / NAME)
     folder.mkdir()
-    monkeypatch.setattr(sidecar, "_inotify_libc", lambda: (_ for _ in ()).throw(OSError("inotify limits")))
+    def no_inotify():
+        raise OSError("inotify limits")
+    monkeypatch.setattr(sidecar, "_inotify_libc", no_inotify)
     assert w.retry(0.05) is False and w.retried and w.thread is None
     assert w.retry(0.05) is False
     assert sum("no inotify wake-up" in line for line in w.log.lines) == 2   # the start, the one retry
