@@ -286,6 +286,7 @@ def test_a_failed_retry_is_not_repeated(tmp_path, watch, monkeypatch):
     folder = tmp_path / "later"
     w, started = watch(folder / NAME)
     folder.mkdir()
+
     def no_inotify():
         raise OSError("inotify limits")
     monkeypatch.setattr(sidecar, "_inotify_libc", no_inotify)
