@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from ansible_collections.netscale.multinic.plugins.module_utils.datapath import watcher
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render, sidecar
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
@@ -54,32 +53,8 @@ def watch(tmp_path):
         assert w.fd is None
 
 
-def _publish(path, out_names, index, now):
-    """What the watcher writes (Health.publish, through writing.atomic_write) for ``out_names``."""
-    w = watcher.Health.__new__(watcher.Health)
-    w.STATE_FILE = str(path)
-    w.index = index
-    real = watcher.time.time
-    watcher.time.time = lambda: now
-    try:
-        w.publish(set(out_names))
-    finally:
-        watcher.time.time = real
-
-
-def _by_nic(h):
-    return dict((int(s["nic"]), peer) for peer, s in h.alloc.sessions.items())
-
-
-def _healthy(h):
-    h.core.health.feed(True, "ok")
-    h.core.health.feed(True, "ok")
-    for peer in h.alloc.sessions:
-        h.core.session_event(peer, "up")
-
-
 def _index(h):
-    return dict(("eth%d" % k, k) for k in _by_nic(h))
+    return dict(("eth%d" % int(s["nic"]), int(s["nic"])) for s in h.alloc.sessions.values())
 
 
 def _wait_for(out, prefix):
@@ -188,22 +163,22 @@ def test_no_inotify_falls_back_to_polling(tmp_path, watch, monkeypatch, broken):
     w.close()   # closing a watch that never started is harmless
 
 
-def test_egress_event_reads_the_state_at_once(host, tmp_path):
+def test_egress_event_reads_the_state_at_once(host, tmp_path, egress):
     """The run loop's seam: an ("egress", None) event re-reads the state now (no poll is due), and the
     next reconcile withdraws the out NIC's session."""
     p = tmp_path / NAME
     h, dummy = _helper(host, p)
-    _healthy(h)
+    egress.healthy(h)
     h.core.reconcile()
     assert h.read_egress() is False            # no file yet: the state as of the last poll
-    _publish(p, {"eth1"}, _index(h), time.time())
+    egress.publish(p, {"eth1"}, _index(h), time.time())
     calls = []
     real = h.read_egress
     h.read_egress = lambda *a: calls.append(a) or real(*a)
     assert h.handle_event("egress", None) is True
     assert calls == [()] and h.core.nic_out == {1}
     cmds = h.core.reconcile()
-    assert sorted(c.split()[1] for c in cmds) == [str(_by_nic(h)[1])] * 2
+    assert sorted(c.split()[1] for c in cmds) == [str(egress.by_nic(h)[1])] * 2
     assert all(" withdraw route " in c for c in cmds)
     # an unchanged file: nothing new; ExaBGP lines and eof go where they went
     assert h.handle_event("egress", None) is False and h.core.reconcile() == []
@@ -213,7 +188,7 @@ def test_egress_event_reads_the_state_at_once(host, tmp_path):
 
 
 @pytest.mark.parametrize("wake", ["inotify", "queued"])
-def test_run_loop_withdraws_on_the_wake_up_not_the_poll(host, tmp_path, monkeypatch, wake):
+def test_run_loop_withdraws_on_the_wake_up_not_the_poll(host, tmp_path, monkeypatch, wake, egress):
     """The whole loop with the poll pushed out of reach (1 h): the out NIC is withdrawn only because of
     the wake-up, through the real watch ("inotify", Linux) or an event put on the queue ("queued")."""
     if wake == "inotify" and not sys.platform.startswith("linux"):
@@ -228,7 +203,7 @@ def test_run_loop_withdraws_on_the_wake_up_not_the_poll(host, tmp_path, monkeypa
     h.cfg["guard_config"] = False
     h.cfg["require_local_task_ip"] = False
     h.wd_enabled = False
-    nic1 = str(_by_nic(h)[1])
+    nic1 = str(egress.by_nic(h)[1])
     seen = {}
 
     class Inp(object):
@@ -236,7 +211,7 @@ def test_run_loop_withdraws_on_the_wake_up_not_the_poll(host, tmp_path, monkeypa
             for peer in h.alloc.sessions:
                 yield "neighbor %s up\n" % peer
             seen["announced"] = _wait_for(out, "neighbor %s announce route " % nic1)
-            _publish(p, {"eth1"}, _index(h), time.time())
+            egress.publish(p, {"eth1"}, _index(h), time.time())
             if wake == "queued":
                 h.events.put(("egress", None))
             seen["withdrawn"] = _wait_for(out, "neighbor %s withdraw route " % nic1)
@@ -295,7 +270,7 @@ def test_a_failed_retry_is_not_repeated(tmp_path, watch, monkeypatch):
     assert sum("no inotify wake-up" in line for line in w.log.lines) == 2   # the start, the one retry
 
 
-def test_wake_up_while_stopping_is_ignored(host, tmp_path):
+def test_wake_up_while_stopping_is_ignored(host, tmp_path, egress):
     """A wake-up queued after the main loop ended (SIGTERM: the helper is withdrawing everything and
     waits for ExaBGP's acks) is not an ExaBGP line and changes nothing."""
     h, out = _helper(host, tmp_path / NAME)
@@ -303,7 +278,7 @@ def test_wake_up_while_stopping_is_ignored(host, tmp_path):
     h.cfg["guard_config"] = False
     h.cfg["require_local_task_ip"] = False
     h.wd_enabled = False
-    nic0 = str(_by_nic(h)[0])
+    nic0 = str(egress.by_nic(h)[0])
     seen = {}
 
     class Inp(object):

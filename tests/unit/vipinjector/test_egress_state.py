@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health, watcher
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import guard, render, sidecar
 
 NONE = {"type": "none"}
@@ -22,52 +22,28 @@ def _helper(host, state_file, **egress):
     return sidecar.Helper(cfg, out=out, inp=io.StringIO(""), log=open(os.devnull, "w")), out
 
 
-def _publish(path, out_names, index, now):
-    """What the watcher writes (Health.publish) for ``out_names``."""
-    w = watcher.Health.__new__(watcher.Health)
-    w.STATE_FILE = str(path)
-    w.index = index
-    real = watcher.time.time
-    watcher.time.time = lambda: now
-    try:
-        w.publish(set(out_names))
-    finally:
-        watcher.time.time = real
-
-
-def _by_nic(h):
-    return dict((int(s["nic"]), peer) for peer, s in h.alloc.sessions.items())
-
-
-def _healthy(h):
-    h.core.health.feed(True, "ok")
-    h.core.health.feed(True, "ok")
-    for peer in h.alloc.sessions:
-        h.core.session_event(peer, "up")
-
-
 def test_rendered_default_points_at_the_watchers_file(host):
     cfg = json.loads(render.render_instance(host, 1, {"health": NONE})["files"]["helper.json"])
     assert cfg["egress_state"] == {"file": health.EGRESS_STATE_FILE, "poll": 0.05, "stale_after": 5.0}
 
 
-def test_watcher_publishes_indexes_and_names(tmp_path):
+def test_watcher_publishes_indexes_and_names(tmp_path, egress):
     p = tmp_path / "run" / "egress-state.json"
-    _publish(p, {"eth1"}, {"eth0": 0, "eth1": 1, "eth2": 2}, 1000.0)
+    egress.publish(p, {"eth1"}, {"eth0": 0, "eth1": 1, "eth2": 2}, 1000.0)
     data = json.loads(p.read_text())
     assert data == {"version": 1, "out": [1], "out_nics": ["eth1"], "updated": 1000.0}
     assert oct(os.stat(str(p)).st_mode & 0o777) == "0o644"
     assert [x.name for x in p.parent.iterdir()] == ["egress-state.json"]   # no temp file left
 
 
-def test_out_nic_is_withdrawn_on_its_session_only_and_back_when_it_returns(host, tmp_path):
+def test_out_nic_is_withdrawn_on_its_session_only_and_back_when_it_returns(host, tmp_path, egress):
     p = tmp_path / "egress-state.json"
     h, dummy = _helper(host, p)
-    _healthy(h)
+    egress.healthy(h)
     first = h.core.reconcile()
     assert len(first) == 2 * len(h.alloc.sessions)       # /32 and /128 on every session
-    nic = _by_nic(h)
-    _publish(p, {"eth1"}, dict(("eth%d" % k, k) for k in nic), 1000.0)
+    nic = egress.by_nic(h)
+    egress.publish(p, {"eth1"}, dict(("eth%d" % k, k) for k in nic), 1000.0)
     assert h.read_egress(now=1000.5) is True
     cmds = h.core.reconcile()
     assert sorted(c.split()[1] for c in cmds) == [str(nic[1])] * 2
@@ -79,19 +55,19 @@ def test_out_nic_is_withdrawn_on_its_session_only_and_back_when_it_returns(host,
     # unchanged file: nothing new
     assert h.read_egress(now=1001.0) is False and h.core.reconcile() == []
     # the NIC is back in the egress set
-    _publish(p, set(), dict(("eth%d" % k, k) for k in nic), 1002.0)
+    egress.publish(p, set(), dict(("eth%d" % k, k) for k in nic), 1002.0)
     assert h.read_egress(now=1002.1) is True
     back = h.core.reconcile()
     assert sorted(c.split()[1] for c in back) == [str(nic[1])] * 2 and all(" announce route " in c for c in back)
 
 
-def test_stale_state_counts_as_nothing_out(host, tmp_path):
+def test_stale_state_counts_as_nothing_out(host, tmp_path, egress):
     """A watcher that stopped rewriting (dead, hung) must not keep a NIC withdrawn."""
     p = tmp_path / "egress-state.json"
     h, dummy = _helper(host, p, stale_after=5.0)
-    _healthy(h)
+    egress.healthy(h)
     h.core.reconcile()
-    _publish(p, {"eth2"}, {"eth0": 0, "eth1": 1, "eth2": 2, "eth3": 3}, 1000.0)
+    egress.publish(p, {"eth2"}, {"eth0": 0, "eth1": 1, "eth2": 2, "eth3": 3}, 1000.0)
     assert h.read_egress(now=1004.0) is True and h.core.nic_out == {2}
     h.core.reconcile()
     assert h.read_egress(now=1005.5) is True and h.core.nic_out == set()   # same file, now too old
@@ -135,11 +111,11 @@ def test_bad_options_name_field_value_fix(host, value, field):
     assert str(e.value).startswith(field + ":") and "Fix:" in str(e.value)
 
 
-def test_helper_loop_polls_the_state(host, tmp_path):
+def test_helper_loop_polls_the_state(host, tmp_path, egress):
     """The poll is wired into run(): one short run with a NIC out leaves that session withdrawn."""
     p = tmp_path / "egress-state.json"
     h, out = _helper(host, p)
-    _publish(p, {"eth0"}, {"eth0": 0, "eth1": 1, "eth2": 2, "eth3": 3}, time.time())
+    egress.publish(p, {"eth0"}, {"eth0": 0, "eth1": 1, "eth2": 2, "eth3": 3}, time.time())
     h.cfg["status_file"] = str(tmp_path / "status.json")
     h.cfg["guard_config"] = False
     h.cfg["require_local_task_ip"] = False
@@ -153,10 +129,10 @@ def test_helper_loop_polls_the_state(host, tmp_path):
             time.sleep(0.5)   # long enough for health rise (none: immediate) and a few polls
     h.inp = Inp()
     h.run()
-    nic0 = _by_nic(h)[0]
+    nic0 = egress.by_nic(h)[0]
     sent = out.getvalue().splitlines()
     assert not any(c.startswith("neighbor %s announce" % nic0) for c in sent)
-    assert any(c.startswith("neighbor %s announce" % _by_nic(h)[1]) for c in sent)
+    assert any(c.startswith("neighbor %s announce" % egress.by_nic(h)[1]) for c in sent)
 
 
 def test_exabgp_launcher_turns_nagle_off_on_outgoing_sessions(monkeypatch):
