@@ -36,9 +36,7 @@ A missing measurement is printed as None and counts as not meeting its bound. As
 same window): the lab's own stall tail, from the senders' congestion on the shaped links, to read the
 fault rows against. --sender-cc ALGO: the storage node's congestion control in the ingress runs (iperf3 -C;
 default the lab's, i.e. this machine's net.ipv4.tcp_congestion_control, BBR here); the JSON records both
-directions' senders. --tor-aqm red-ecn: the ToR ports' tbf queue gets a RED child that marks ECN (30-90 kB,
-the same 500 kB limit) and the storage node asks for ECN, as a data-centre switch port and sender do;
-default: tbf's own tail-drop queue.
+directions' senders.
 
 Soak (--soak SECONDS --runs 0): one mode (the first of --modes), both rack-1 hosts deployed; with --runs N
 the soak runs on the first mode's lab right after its matrix (no rebuild); 32 flows each way
@@ -48,7 +46,7 @@ responder (per slot bfdd, its vty socket under /run/netscale-vipinjector-bfd/slo
 connectionsDropped / connectionsEstablished per host peer, before and after. Prints the totals.
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
-       [--baseline N] [--sender-cc ALGO] [--tor-aqm red-ecn] [--soak 600] [--json PATH] | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--json PATH]
+       [--baseline N] [--sender-cc ALGO] [--soak 600] [--json PATH] | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--json PATH]
        | --markdown RESULT.json... (the docs table from saved runs; no lab)
 """
 import argparse
@@ -86,8 +84,6 @@ SAMPLERS = []
 # congestion control of the storage node's sending sockets in the ingress runs (iperf3 -C); None: the lab
 # namespace's default, which is this machine's (BBR here, see lab-notes); set by --sender-cc
 SENDER_CC = [None]
-# the ToR ports' queue: None = tbf's own tail-drop queue (20 ms); "red-ecn" = tor_red_ecn(); set by --tor-aqm
-TOR_AQM = [None]
 
 
 def build(mode):
@@ -101,25 +97,7 @@ def build(mode):
     print("%s: lab built and site.yml deployed in %.0f s" % (mode, time.monotonic() - t0), flush=True)
     for h in HOSTS:
         lab.tbf(h, "200mbit")
-    if TOR_AQM[0] == "red-ecn":
-        tor_red_ecn(lab)
     return lab
-
-
-def tor_red_ecn(lab):
-    """The ToR ports as a data-centre switch port marks congestion: tbf 200 Mbit/s with a RED child that
-    marks ECN from 30 kB of queue (always from 90 kB) and drops only past the same 500 kB (20 ms) buffer,
-    and the storage node's senders asking for ECN (the container's stack answers ECN by default)."""
-    tor_ns = lab.netns(TOR)
-    for h in HOSTS:
-        for nic in lab.hosts[h]["nics"]:
-            dev = nic["tor_port"]
-            M.sh(["tc", "-n", tor_ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf", "rate", "200mbit",
-                  "burst", "256kb", "latency", "20ms"])
-            M.sh(["tc", "-n", tor_ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "red", "limit",
-                  "500000", "min", "30000", "max", "90000", "avpkt", "1500", "burst", "35", "probability", "0.1",
-                  "bandwidth", "200mbit", "ecn"])
-    M.sh(["ip", "netns", "exec", lab.netns("mns-storage"), "sysctl", "-qw", "net.ipv4.tcp_ecn=1"])
 
 
 # ---- traffic -----------------------------------------------------------------------------------
@@ -674,13 +652,9 @@ def main():
     ap.add_argument("--sender-cc", default=None,
                     help="congestion control of the storage node's senders in the ingress runs (iperf3 -C); "
                          "default: the lab namespaces' (this machine's net.ipv4.tcp_congestion_control)")
-    ap.add_argument("--tor-aqm", default=None, choices=["red-ecn"],
-                    help="the ToR ports mark ECN (RED under the tbf) and the storage node asks for ECN; "
-                         "default: tbf's tail-drop queue")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     SENDER_CC[0] = a.sender_cc
-    TOR_AQM[0] = a.tor_aqm
     for k in a.faults.split(","):
         if k not in GS.FAULTS:
             ap.error("--faults: %r is not one of %s" % (k, ",".join(GS.FAULTS)))
@@ -691,8 +665,7 @@ def main():
     with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
         machine_cc = f.read().strip()
     data = {"argv": sys.argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": [],
-            "sender_cc": {"ingress (storage node)": a.sender_cc or machine_cc, "egress (container)": machine_cc},
-            "tor_queue": a.tor_aqm or "tbf tail drop"}
+            "sender_cc": {"ingress (storage node)": a.sender_cc or machine_cc, "egress (container)": machine_cc}}
     try:
         if a.soak and a.runs == 0:
             soak(a, data)
