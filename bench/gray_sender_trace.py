@@ -18,7 +18,6 @@ usage (root, under the lab lock):
       --runs 20 --sender-cc cubic [--top 3] [--json PATH]
 """
 import argparse
-import json
 import os
 import re
 import subprocess

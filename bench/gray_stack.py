@@ -631,8 +631,8 @@ def markdown(paths):
         print("\n| no fault (same traffic) | runs | worst stall eg / in s (median/max) | runs with a stall > 1 s |")
         print("|---|---|---|---|")
         for s in baseline_summary(base, echo=False):
-            print("| %s | %d | %s / %s | %d |" % (s["mode"], s["runs"], s["stall_egress"], s["stall_ingress"],
-                                               s["over_bound"]))
+            print("| %s | %d | %s / %s | %d |" % (
+                s["mode"], s["runs"], s["stall_egress"], s["stall_ingress"], s["over_bound"]))
 
 
 def main():
