@@ -36,7 +36,11 @@ A missing measurement is printed as None and counts as not meeting its bound. As
 same window): the lab's own stall tail, from the senders' congestion on the shaped links, to read the
 fault rows against. --sender-cc ALGO: the storage node's congestion control in the ingress runs (iperf3 -C;
 default the lab's, i.e. this machine's net.ipv4.tcp_congestion_control, BBR here); the JSON records both
-directions' senders.
+directions' senders. --trace-senders N: in every fault run, the storage node's sockets sampled every ~25 ms
+(ss -tin: bytes_acked, backoff, rto, retrans, lost, cwnd) and the N longest sender-side freezes from 0.2 s
+before the fault on kept in the row (``sender_freezes``: the state changes, times from the fault), to tell
+a path left broken from retransmissions lost to congestion. The sampler costs CPU on 2 vCPUs: runs with it
+explain the matrix, they are not its figures.
 
 Soak (--soak SECONDS --runs 0): one mode (the first of --modes), both rack-1 hosts deployed; with --runs N
 the soak runs on the first mode's lab right after its matrix (no rebuild); 32 flows each way
@@ -46,7 +50,8 @@ responder (per slot bfdd, its vty socket under /run/netscale-vipinjector-bfd/slo
 connectionsDropped / connectionsEstablished per host peer, before and after. Prints the totals.
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
-       [--baseline N] [--sender-cc ALGO] [--soak 600] [--json PATH] | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--json PATH]
+       [--baseline N] [--sender-cc ALGO] [--trace-senders N] [--soak 600] [--json PATH]
+       | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--json PATH]
        | --markdown RESULT.json... (the docs table from saved runs; no lab)
 """
 import argparse
@@ -84,6 +89,8 @@ SAMPLERS = []
 # congestion control of the storage node's sending sockets in the ingress runs (iperf3 -C); None: the lab
 # namespace's default, which is this machine's (BBR here, see lab-notes); set by --sender-cc
 SENDER_CC = [None]
+# --trace-senders N: sample the storage node's TCP senders in every fault run and keep the N longest freezes
+TRACE_SENDERS = [0]
 
 
 def build(mode):
@@ -262,6 +269,11 @@ def one_run(lab, view, mode, kind, k, hold, ports):
     SAMPLERS[:] = [tor_s, host_s]   # halted by the caller also when this run raises
     tor_s.start()
     host_s.start()
+    senders = None
+    if TRACE_SENDERS[0]:
+        senders = GS.SenderSampler(lab.netns("mns-storage"), M.STO4)
+        SAMPLERS.append(senders)
+        senders.start()
     fault_len = STORM[1] if kind == "flap_storm" else hold
     seconds = int(math.ceil(LEAD + fault_len + TAIL))
     traffic = {}
@@ -290,6 +302,8 @@ def one_run(lab, view, mode, kind, k, hold, ports):
     th.join(seconds + 120)
     time.sleep(0.1)
     t_end = time.monotonic()
+    if senders is not None:
+        row["sender_freezes"] = GS.freezes(senders.finish(), t_fault, TRACE_SENDERS[0])
     tsam, hsam = tor_s.finish(), host_s.finish()
     tor_ser = GS.series(tsam, lambda s: GS.tor_in(s, nic))
     host_ser = GS.series(hsam, lambda s: s.get(nic))
@@ -503,6 +517,10 @@ def matrix(a, data):
                     r["run"] = i + 1
                     data["runs"].append(r)
                     print(line(r, i + 1), flush=True)
+                    for f in r.get("sender_freezes") or []:
+                        steps = "; ".join("%+.3f backoff %s cwnd %s" % (x["t"], x["backoff"], x["cwnd"]) for x in f["steps"])
+                        print("  sender %s frozen %.2f s from %+.2f s: %s" % (f["peer"], f["freeze_s"], f["from_s"], steps),
+                              flush=True)
                     save(a.json, data)
             for i in range(a.baseline):
                 try:
@@ -652,9 +670,13 @@ def main():
     ap.add_argument("--sender-cc", default=None,
                     help="congestion control of the storage node's senders in the ingress runs (iperf3 -C); "
                          "default: the lab namespaces' (this machine's net.ipv4.tcp_congestion_control)")
+    ap.add_argument("--trace-senders", type=int, default=0, metavar="N",
+                    help="sample the storage node's TCP senders (ss -tin, ~25 ms) in every fault run and keep the N "
+                         "longest freezes with their retransmission timeouts (costs CPU: explains, does not count)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     SENDER_CC[0] = a.sender_cc
+    TRACE_SENDERS[0] = a.trace_senders
     for k in a.faults.split(","):
         if k not in GS.FAULTS:
             ap.error("--faults: %r is not one of %s" % (k, ",".join(GS.FAULTS)))

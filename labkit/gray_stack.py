@@ -10,11 +10,16 @@ sidecars, BFD responders and the NIC watcher). Used by bench/gray_stack.py.
   (bpftool inside the host node's mount namespace), kernel mode the per-NIC table routes (own default
   route, and member of the other tables' fallback multipath route);
 * a sampler thread recording one of these every ~20 ms;
-* BFD / BGP counters of the ToR and of the host's per-slot responders (soak).
+* BFD / BGP counters of the ToR and of the host's per-slot responders (soak);
+* the storage node's TCP senders sampled (``ss -tin``) and their freezes, with the retransmission
+  timeouts in them (bench/gray_stack.py --trace-senders: what a receiver stall is made of).
 """
 import json
 import os
+import re
 import subprocess
+import threading
+import time
 
 from labkit import ensure_collection_importable
 from labkit import gray as G
@@ -209,4 +214,83 @@ def tor_bgp_summary(lab, tor):
             continue
         for peer, p in (fam.get("peers") or {}).items():
             out[peer] = (p.get("connectionsEstablished"), p.get("connectionsDropped"), p.get("state"))
+    return out
+
+
+# ---- the storage node's TCP senders (--trace-senders) --------------------------------------------
+SENDER_PERIOD = 0.025
+SENDER_FIELDS = ("backoff", "rto", "retrans", "lost", "unacked", "cwnd", "bytes_acked")
+
+
+def parse_ss(text, local_part):
+    """{peer: {field: value}} of the established sockets whose local address contains ``local_part``."""
+    out = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if line[:1] in "\t ":
+            continue
+        cols = line.split()
+        if len(cols) < 4 or local_part not in cols[2]:
+            continue
+        kv = dict(re.findall(r"(\w+):(\S+)", lines[i + 1]))
+        out[cols[3]] = dict((k, kv.get(k, "0" if k == "backoff" else None)) for k in SENDER_FIELDS)
+    return out
+
+
+class SenderSampler(threading.Thread):
+    """``ss -tin`` of a node's established sockets every ~25 ms: (monotonic time, parse_ss()) samples."""
+
+    def __init__(self, netns, local_part):
+        threading.Thread.__init__(self, daemon=True)
+        self.netns, self.local_part = netns, local_part
+        self.samples, self.stop = [], threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            t = time.monotonic()
+            p = subprocess.run(["ip", "netns", "exec", self.netns, "ss", "-Htin", "state", "established"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True, check=False)
+            self.samples.append((t, parse_ss(p.stdout, self.local_part)))
+            time.sleep(max(0.0, SENDER_PERIOD - (time.monotonic() - t)))
+
+    def finish(self):
+        self.stop.set()
+        self.join(10)
+        return self.samples
+
+
+def freezes(samples, t_fault, top, min_acked=1e6):
+    """The ``top`` longest bytes_acked freezes that began from 0.2 s before the fault on, with the state
+    changes (backoff, retrans, bytes_acked) of that flow over the freeze, times from the fault."""
+    per = {}
+    for t, socks in samples:
+        for peer, st in socks.items():
+            per.setdefault(peer, []).append((t - t_fault, st))
+    found = []
+    for peer, seq in per.items():
+        if int(seq[-1][1].get("bytes_acked") or 0) < min_acked:
+            continue   # iperf3's control connection, or a flow that never got going
+        best, start, last, prev_t = (0.0, None), None, None, None
+        for t, st in seq:
+            acked = int(st.get("bytes_acked") or 0)
+            if t >= -0.2 and last is not None and acked == last:
+                start = prev_t if start is None else start
+                if t - start > best[0]:
+                    best = (t - start, start)
+            else:
+                start = None
+            last, prev_t = acked, t
+        if best[1] is not None:
+            found.append((best[0], best[1], peer))
+    found.sort(reverse=True)
+    out = []
+    for length, start, peer in found[:top]:
+        steps, key = [], None
+        for t, st in per[peer]:
+            if start - 0.05 <= t <= start + length + 0.1:
+                k = (st.get("backoff"), st.get("retrans"), st.get("bytes_acked"))
+                if k != key:
+                    steps.append(dict([("t", round(t, 3))] + [(f, st.get(f)) for f in SENDER_FIELDS]))
+                key = k
+        out.append({"peer": peer, "freeze_s": round(length, 2), "from_s": round(start, 2), "steps": steps})
     return out
