@@ -76,6 +76,15 @@ def _helper(host, state_file, log=None):
     return h, out
 
 
+def _runnable(h, tmp_path):
+    """What run() needs off a host: a status file in tmp_path, no scan of an ExaBGP configuration, no
+    check that the task IP is configured here, no systemd watchdog."""
+    h.cfg["status_file"] = str(tmp_path / "status.json")
+    h.cfg["guard_config"] = False
+    h.cfg["require_local_task_ip"] = False
+    h.wd_enabled = False
+
+
 def test_parse_several_events_with_padded_names():
     buf = (_event(1, sidecar.IN_CREATE, 0, ".egress-state.json.x1.tmp", 32)
            + _event(1, sidecar.IN_CLOSE_WRITE, 0, ".egress-state.json.x1.tmp", 32)
@@ -199,10 +208,7 @@ def test_run_loop_withdraws_on_the_wake_up_not_the_poll(host, tmp_path, monkeypa
     log = io.StringIO()
     h, out = _helper(host, p, log=log)
     h.egress_poll = 3600.0
-    h.cfg["status_file"] = str(tmp_path / "status.json")
-    h.cfg["guard_config"] = False
-    h.cfg["require_local_task_ip"] = False
-    h.wd_enabled = False
+    _runnable(h, tmp_path)
     nic1 = str(egress.by_nic(h)[1])
     seen = {}
 
@@ -231,10 +237,7 @@ def test_run_loop_withdraws_on_the_wake_up_not_the_poll(host, tmp_path, monkeypa
 def test_run_with_missing_directory_polls_and_does_not_fail(host, tmp_path):
     log = io.StringIO()
     h, out = _helper(host, tmp_path / "absent" / NAME, log=log)
-    h.cfg["status_file"] = str(tmp_path / "status.json")
-    h.cfg["guard_config"] = False
-    h.cfg["require_local_task_ip"] = False
-    h.wd_enabled = False
+    _runnable(h, tmp_path)
     h.inp = io.StringIO("".join("neighbor %s up\n" % peer for peer in h.alloc.sessions))
     assert h.run() == 0
     assert log.getvalue().count("no inotify wake-up") == 1
@@ -274,10 +277,7 @@ def test_wake_up_while_stopping_is_ignored(host, tmp_path, egress):
     """A wake-up queued after the main loop ended (SIGTERM: the helper is withdrawing everything and
     waits for ExaBGP's acks) is not an ExaBGP line and changes nothing."""
     h, out = _helper(host, tmp_path / NAME)
-    h.cfg["status_file"] = str(tmp_path / "status.json")
-    h.cfg["guard_config"] = False
-    h.cfg["require_local_task_ip"] = False
-    h.wd_enabled = False
+    _runnable(h, tmp_path)
     nic0 = str(egress.by_nic(h)[0])
     seen = {}
 
