@@ -36,7 +36,8 @@ A missing measurement is printed as None and counts as not meeting its bound. As
 same window): the lab's own stall tail, from the senders' congestion on the shaped links, to read the
 fault rows against. --sender-cc ALGO: the storage node's congestion control in the ingress runs (iperf3 -C;
 default the lab's, i.e. this machine's net.ipv4.tcp_congestion_control, BBR here); the JSON records both
-directions' senders. --trace-senders N: in every fault run, the storage node's sockets sampled every ~25 ms
+directions' senders. --detect-ms MS: the ToR's BFD, the host responders' BFD and the NIC watcher's gateway
+probes every MS ms x 3 instead of the lab's 100 ms (site.yml extra vars). --trace-senders N: in every fault run, the storage node's sockets sampled every ~25 ms
 (ss -tin: bytes_acked, backoff, rto, retrans, lost, cwnd) and the N longest sender-side freezes from 0.2 s
 before the fault on kept in the row (``sender_freezes``: the state changes, times from the fault), to tell
 a path left broken from retransmissions lost to congestion. The sampler costs CPU on 2 vCPUs: runs with it
@@ -50,7 +51,7 @@ responder (per slot bfdd, its vty socket under /run/netscale-vipinjector-bfd/slo
 connectionsDropped / connectionsEstablished per host peer, before and after. Prints the totals.
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
-       [--baseline N] [--sender-cc ALGO] [--trace-senders N] [--soak 600] [--json PATH]
+       [--baseline N] [--sender-cc ALGO] [--detect-ms MS] [--trace-senders N] [--soak 600] [--json PATH]
        | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--json PATH]
        | --markdown RESULT.json... (the docs table from saved runs; no lab)
 """
@@ -64,6 +65,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -89,6 +92,8 @@ SAMPLERS = []
 # congestion control of the storage node's sending sockets in the ingress runs (iperf3 -C); None: the lab
 # namespace's default, which is this machine's (BBR here, see lab-notes); set by --sender-cc
 SENDER_CC = [None]
+# --detect-ms MS: BFD (ToR and host responders) and the watcher's gateway probes every MS ms x 3
+DETECT_MS = [None]
 # --trace-senders N: sample the storage node's TCP senders in every fault run and keep the N longest freezes
 TRACE_SENDERS = [0]
 
@@ -100,11 +105,26 @@ def build(mode):
     M.lab_build()
     lab = M.Lab()
     t0 = time.monotonic()
-    M.site("--limit", ",".join([TOR] + HOSTS), "-e", "host_datapath_ebpf=%s" % ("true" if mode == "ebpf" else "false"))
+    M.site("--limit", ",".join([TOR] + HOSTS), "-e", "host_datapath_ebpf=%s" % ("true" if mode == "ebpf" else "false"),
+           *timer_vars(DETECT_MS[0]))
     print("%s: lab built and site.yml deployed in %.0f s" % (mode, time.monotonic() - t0), flush=True)
     for h in HOSTS:
         lab.tbf(h, "200mbit")
     return lab
+
+
+def timer_vars(ms):
+    """site.yml extra vars that run the ToR's BFD, the host responders' BFD and the NIC watcher's
+    gateway probes every ``ms`` ms (x 3, as the defaults); none for the lab's own settings (100 ms)."""
+    if not ms:
+        return []
+    with open(os.path.join(REPO, "inventories", "lab", "group_vars", "all", "lab.yml")) as f:
+        lab_vars = yaml.safe_load(f)
+    tor = dict(lab_vars["tor_bgp_options"])
+    tor["bfd"] = dict(tor.get("bfd") or {}, interval_ms=ms, multiplier=3)
+    host_bfd = dict(lab_vars["vipinjector_bfd"], interval_ms=ms, multiplier=3)
+    return ["-e", json.dumps({"tor_bgp_options": tor, "vipinjector_bfd": host_bfd,
+                              "host_datapath_detection": {"interval_ms": ms, "multiplier": 3}})]
 
 
 # ---- traffic -----------------------------------------------------------------------------------
@@ -673,8 +693,12 @@ def main():
     ap.add_argument("--trace-senders", type=int, default=0, metavar="N",
                     help="sample the storage node's TCP senders (ss -tin, ~25 ms) in every fault run and keep the N "
                          "longest freezes with their retransmission timeouts (costs CPU: explains, does not count)")
+    ap.add_argument("--detect-ms", type=int, default=None, metavar="MS",
+                    help="BFD on the ToR and the host responders and the watcher's gateway probes every MS ms x 3 "
+                         "(default: the lab's, 100 ms)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    DETECT_MS[0] = a.detect_ms
     SENDER_CC[0] = a.sender_cc
     TRACE_SENDERS[0] = a.trace_senders
     for k in a.faults.split(","):
@@ -687,7 +711,8 @@ def main():
     with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
         machine_cc = f.read().strip()
     data = {"argv": sys.argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": [],
-            "sender_cc": {"ingress (storage node)": a.sender_cc or machine_cc, "egress (container)": machine_cc}}
+            "sender_cc": {"ingress (storage node)": a.sender_cc or machine_cc, "egress (container)": machine_cc},
+            "detection_ms_x3": a.detect_ms or 100}
     try:
         if a.soak and a.runs == 0:
             soak(a, data)
