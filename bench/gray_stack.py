@@ -37,8 +37,8 @@ same window): the lab's own stall tail, from the senders' congestion on the shap
 fault rows against. --sender-cc ALGO: the storage node's congestion control in the ingress runs (iperf3 -C;
 default the lab's, i.e. this machine's net.ipv4.tcp_congestion_control, BBR here); the JSON records both
 directions' senders. --detect-ms MS: the ToR's BFD, the host responders' BFD and the NIC watcher's gateway
-probes every MS ms x 3 instead of the lab's 100 ms (site.yml extra vars). --trace-senders N: in every fault run, the storage node's sockets sampled every ~25 ms
-(ss -tin: bytes_acked, backoff, rto, retrans, lost, cwnd) and the N longest sender-side freezes from 0.2 s
+probes every MS ms x 3 instead of the lab's 100 ms (site.yml extra vars). --trace-senders N: in every fault
+run, the storage node's sockets sampled every ~25 ms (ss -tin: bytes_acked, backoff, rto, retrans, lost, cwnd) and the N longest sender-side freezes from 0.2 s
 before the fault on kept in the row (``sender_freezes``: the state changes, times from the fault), to tell
 a path left broken from retransmissions lost to congestion. The sampler costs CPU on 2 vCPUs: runs with it
 explain the matrix, they are not its figures.
