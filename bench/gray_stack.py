@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 """Gray-failure matrix and BFD soak on the stack lab (issue 12 items 6 and 7): the real FRR ToR
-(bgpd + bfdd, BFD 100 ms x 3 on every host session), systemd hosts with ExaBGP sidecars, per-slot bfdd
-responders and the NIC watcher (gateway probes 100 ms x 3, hold-down 1 s, dampening). Needs root; builds
-the lab of tests/e2e/stack/fabric.yml (node names mns-*) and tears it down (playbooks/lab.yml), also on
-Ctrl-C. Run it under the shared lock: flock /tmp/netscale-e2e.lock .venv/bin/python bench/gray_stack.py ...
+(bgpd + bfdd, BFD on every host session at the lab inventory's 50 ms x 3), systemd hosts with ExaBGP
+sidecars, per-slot bfdd responders and the NIC watcher (gateway probes 50 ms x 3, hold-down 1 s,
+dampening). Needs root; builds the lab of tests/e2e/stack/fabric.yml (node names mns-*) and tears it
+down (playbooks/lab.yml), also on Ctrl-C. Run it under the shared lock:
+flock /tmp/netscale-e2e.lock .venv/bin/python bench/gray_stack.py ...
 
 Matrix (default): for each mode (--modes ebpf,kernel) the lab is built once with the rack-1 hosts
 mns-r1-h1 (2 NICs) and mns-r1-h2 (4 NICs) + mns-r1-tor deployed by playbooks/site.yml, tbf 200 Mbit/s on
@@ -37,7 +38,7 @@ same window): the lab's own stall tail, from the senders' congestion on the shap
 fault rows against. --sender-cc ALGO: the storage node's congestion control in the ingress runs (iperf3 -C;
 default the lab's, i.e. this machine's net.ipv4.tcp_congestion_control, BBR here); the JSON records both
 directions' senders. --detect-ms MS: the ToR's BFD, the host responders' BFD and the NIC watcher's gateway
-probes every MS ms x 3 instead of the lab's 100 ms (site.yml extra vars). --trace-senders N: in every fault
+probes every MS ms x 3 instead of the lab's 50 ms (site.yml extra vars). --trace-senders N: in every fault
 run, the storage node's sockets sampled every ~25 ms (ss -tin: bytes_acked, backoff, rto, retrans, lost, cwnd) and the N longest sender-side freezes from 0.2 s
 before the fault on kept in the row (``sender_freezes``: the state changes, times from the fault), to tell
 a path left broken from retransmissions lost to congestion. The sampler costs CPU on 2 vCPUs: runs with it
@@ -66,7 +67,6 @@ import sys
 import threading
 import time
 
-import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -115,11 +115,10 @@ def build(mode):
 
 def timer_vars(ms):
     """site.yml extra vars that run the ToR's BFD, the host responders' BFD and the NIC watcher's
-    gateway probes every ``ms`` ms (x 3, as the defaults); none for the lab's own settings (100 ms)."""
+    gateway probes every ``ms`` ms (x 3); none for the lab's own settings (lab.yml: 50 ms x 3)."""
     if not ms:
         return []
-    with open(os.path.join(REPO, "inventories", "lab", "group_vars", "all", "lab.yml")) as f:
-        lab_vars = yaml.safe_load(f)
+    lab_vars = M.lab_vars()
     tor = dict(lab_vars["tor_bgp_options"])
     tor["bfd"] = dict(tor.get("bfd") or {}, interval_ms=ms, multiplier=3)
     host_bfd = dict(lab_vars["vipinjector_bfd"], interval_ms=ms, multiplier=3)
@@ -695,7 +694,7 @@ def main():
                          "longest freezes with their retransmission timeouts (costs CPU: explains, does not count)")
     ap.add_argument("--detect-ms", type=int, default=None, metavar="MS",
                     help="BFD on the ToR and the host responders and the watcher's gateway probes every MS ms x 3 "
-                         "(default: the lab's, 100 ms)")
+                         "(default: the lab's, inventories/lab/group_vars/all/lab.yml: 50 ms)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     DETECT_MS[0] = a.detect_ms
@@ -712,7 +711,7 @@ def main():
         machine_cc = f.read().strip()
     data = {"argv": sys.argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": [],
             "sender_cc": {"ingress (storage node)": a.sender_cc or machine_cc, "egress (container)": machine_cc},
-            "detection_ms_x3": a.detect_ms or 100}
+            "detection_ms_x3": a.detect_ms or M.lab_vars()["tor_bgp_options"]["bfd"]["interval_ms"]}
     try:
         if a.soak and a.runs == 0:
             soak(a, data)

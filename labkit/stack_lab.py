@@ -41,6 +41,13 @@ def env(**extra):
     return e
 
 
+def lab_vars():
+    """The variables every lab fabric shares (inventories/lab/group_vars/all/lab.yml): what site.yml
+    deploys unless extra vars override it (BFD and probe timers, MD5 modes)."""
+    with open(os.path.join(REPO, "inventories", "lab", "group_vars", "all", "lab.yml")) as f:
+        return yaml.safe_load(f)
+
+
 def sh(argv, check=True, timeout=120, **kw):
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                        timeout=timeout, check=False, **kw)

@@ -221,11 +221,13 @@ def test_nic_failure(stack):
 
 def test_bfd_up_on_every_host_session(stack):
     """BFD on every host session (issue 12 item 1): on each ToR, every BGP neighbor of a deployed host (one per
-    slot and NIC) has a BFD peer Up against the responder beside its sidecar, same addresses, the profile's
-    100 ms x 3 on both ends; single hop in eBPF mode, multihop in kernel mode (the host's forwarding lowers
-    the TTL)."""
+    slot and NIC) has a BFD peer Up against the responder beside its sidecar, same addresses, the lab's
+    timers (inventories/lab/group_vars/all/lab.yml, 50 ms x 3) on both ends; single hop in eBPF mode,
+    multihop in kernel mode (the host's forwarding lowers the TTL)."""
     lab = stack.lab
     multihop = stack.mode == "kernel"
+    bfd = M.lab_vars()["tor_bgp_options"]["bfd"]
+    timers = (bfd["interval_ms"], bfd["interval_ms"], bfd["multiplier"], bfd["interval_ms"], bfd["multiplier"])
     for tor in stack.tors:
         peers = dict((p["peer"], p) for p in json.loads(lab.x(tor, ["vtysh", "-c", "show bfd peers json"]).stdout))
         want = {}
@@ -241,8 +243,9 @@ def test_bfd_up_on_every_host_session(stack):
         for a in want:
             p = peers[a]
             assert (p["receive-interval"], p["transmit-interval"], p["detect-multiplier"], p["remote-receive-interval"],
-                    p["remote-detect-multiplier"]) == (100, 100, 3, 100, 3), p
-        print("%s: %d host BFD sessions up (multihop: %s)" % (tor, len(want), multihop))
+                    p["remote-detect-multiplier"]) == timers, p
+        print("%s: %d host BFD sessions up (multihop: %s, %d ms x %d)" % (tor, len(want), multihop,
+                                                                           bfd["interval_ms"], bfd["multiplier"]))
 
 
 # ---- BFD drives the host's egress set (issue 12 item 2) -----------------------------------------

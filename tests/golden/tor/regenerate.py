@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
+import yaml
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
@@ -17,9 +19,10 @@ from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import 
 
 # Fake keys (test fixtures, not secrets): they show where the per-host key lands.
 CASES = {
-    # as the lab runs: MD5 on every host and spine session, BFD on every host session
+    # as the lab runs: the lab inventory's own tor_bgp_options (MD5 on every host and spine session, BFD on
+    # every host session at the lab's 50 ms x 3); the example fabric shows the default timers (100 ms x 3)
     "lab": {"fabric": "inventories/lab/fabric.yml",
-            "options": {"md5": "required", "uplink_md5": "required", "bfd": {"enabled": True}},
+            "options": "inventories/lab/group_vars/all/lab.yml",
             "md5": {"lab-r1-h1": "golden-key-r1h1", "lab-r1-h2": "golden-key-r1h2",
                     "lab-r2-h1": "golden-key-r2h1", "lab-r2-h2": "golden-key-r2h2",
                     "lab-spine1": "golden-key-spine1"}},
@@ -32,7 +35,11 @@ CASES = {
 def render_case(name):
     case = CASES[name]
     plan = load_plan(os.path.join(REPO, case["fabric"]))
-    options = dict(case["options"])
+    options = case["options"]
+    if isinstance(options, str):
+        with open(os.path.join(REPO, options)) as f:
+            options = yaml.safe_load(f)["tor_bgp_options"]
+    options = dict(options)
     # As the tor_bgp role renders a lab fabric: the lab inventory's storage prefixes are what the
     # spines originate (tor_bgp_spine_networks -> spine_networks).
     storage = lab_section(plan.topo).get("storage") or {}
