@@ -244,8 +244,8 @@ def test_bfd_up_on_every_host_session(stack):
             p = peers[a]
             assert (p["receive-interval"], p["transmit-interval"], p["detect-multiplier"], p["remote-receive-interval"],
                     p["remote-detect-multiplier"]) == timers, p
-        print("%s: %d host BFD sessions up (multihop: %s, %d ms x %d)" % (tor, len(want), multihop,
-                                                                           bfd["interval_ms"], bfd["multiplier"]))
+        print("%s: %d host BFD sessions up (multihop: %s, %d ms x %d)"
+              % (tor, len(want), multihop, bfd["interval_ms"], bfd["multiplier"]))
 
 
 # ---- BFD drives the host's egress set (issue 12 item 2) -----------------------------------------
