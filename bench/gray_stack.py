@@ -50,10 +50,14 @@ on mns-r1-h2 slot 1 and 8 each way on mns-r1-h1 slot 1 for the whole soak (iperf
 pieces); BFD session-down counters of the ToR (show bfd peers counters json) and of every host
 responder (per slot bfdd, its vty socket under /run/netscale-vipinjector-bfd/slot<s>) and the ToR's BGP
 connectionsDropped / connectionsEstablished per host peer, before and after. Prints the totals.
+--bfd-gaps: during the soak, every BFD control packet is timed at its receiving end (labkit/bfd_gaps.py:
+on the ToR's ports to the rack-1 hosts and on the hosts' NICs, kernel timestamps): the JSON keeps the
+gaps of at least 1.5 intervals per session, the output counts those of >= 2 and >= 3 intervals (3 =
+the detection time: a session-down) per direction. How close BFD came to a flap, and on which side.
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
        [--baseline N] [--sender-cc ALGO] [--detect-ms MS] [--trace-senders N] [--soak 600] [--json PATH]
-       | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--json PATH]
+       | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--bfd-gaps] [--json PATH]
        | --markdown RESULT.json... (the docs table from saved runs; no lab)
 """
 import argparse
@@ -72,6 +76,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
+from labkit import bfd_gaps as BG  # noqa: E402
 from labkit import gray_stack as GS  # noqa: E402
 from labkit import stack_lab as M  # noqa: E402
 
@@ -580,11 +585,14 @@ def soak(a, data):
 
 def soak_on(lab, mode, a, data):
     ports = Ports(base=6000)
+    capture = None
     try:
         host_slots = [(h, s["slot"]) for h in HOSTS for s in lab.hosts[h]["slots"]]
         time.sleep(2.0)
         tor0, bgp0 = GS.tor_bfd_counters(lab, TOR), GS.tor_bgp_summary(lab, TOR)
         host0 = dict(("%s/slot%d" % hs, GS.host_bfd_counters(lab, *hs)) for hs in host_slots)
+        interval_ms = data["detection_ms_x3"]
+        capture = GS.BfdGapCapture(lab, TOR, HOSTS, 1.5 * interval_ms) if a.bfd_gaps else None
         t0 = time.monotonic()
         chunks = []
         while time.monotonic() - t0 < a.soak - 0.5:
@@ -603,6 +611,8 @@ def soak_on(lab, mode, a, data):
             chunks.append({"seconds": sec, "mbit": res})
             print("soak %s: %4.0f s  %s" % (mode, time.monotonic() - t0, res), flush=True)
         dur = time.monotonic() - t0
+        gaps = capture.stop() if capture else None
+        capture = None
         tor1, bgp1 = GS.tor_bfd_counters(lab, TOR), GS.tor_bgp_summary(lab, TOR)
         host1 = dict(("%s/slot%d" % hs, GS.host_bfd_counters(lab, *hs)) for hs in host_slots)
         host_addrs = set(n["address"][f] for h in HOSTS for s in lab.hosts[h]["slots"] for n in s["nics"]
@@ -627,6 +637,14 @@ def soak_on(lab, mode, a, data):
                "host_bfd_sessions": sum(len(v) for v in host1.values() if v),
                "host_bfd_down_total": host_total, "bgp": bgp_d, "bgp_dropped_total": bgp_drops,
                "bgp_peers": len(bgp_d)}
+        if gaps is not None:
+            res["bfd_interval_ms"] = interval_ms
+            res["bfd_gaps"] = gaps
+            res["bfd_gaps_summary"] = {
+                "host -> ToR (at the ToR)": BG.summarize(gaps["tor"][TOR] or {}, interval_ms),
+                "ToR -> host (at the hosts)": BG.summarize(
+                    dict((k, v) for h in HOSTS for k, v in (gaps["host"][h] or {}).items()), interval_ms)}
+            res["bfd_gaps_missing"] = [n for side in gaps.values() for n, r in side.items() if r is None]
         data["soak"] = res
         save(a.json, data)
         print("\nsoak %s: %.0f s loaded (%s: 32+32 flows, %s: 8+8 flows, tbf 200 Mbit/s per NIC)" % (mode, dur, HOST, OTHER))
@@ -637,7 +655,15 @@ def soak_on(lab, mode, a, data):
         if not_up:
             print("  counters entries not up at the end: %s" % not_up)
         print("  per-slot responder counters missing: %s" % [k for k, v in host1.items() if v is None])
+        for way, sm in sorted(res.get("bfd_gaps_summary", {}).items()):
+            print("  BFD packets %s: %d sessions, %d packets, gaps >= 2 intervals %d, >= 3 intervals %d, "
+                  "largest %.2f intervals (%d ms)" % (way, sm["sessions"], sm["packets"], sm["gaps_ge_2x"],
+                                                      sm["gaps_ge_3x"], sm["max_gap_x"], interval_ms))
+        if res.get("bfd_gaps_missing"):
+            print("  BFD gap sniffers without a report: %s" % res["bfd_gaps_missing"])
     finally:
+        if capture:
+            capture.stop()
         lab.close()
 
 
@@ -695,6 +721,9 @@ def main():
     ap.add_argument("--detect-ms", type=int, default=None, metavar="MS",
                     help="BFD on the ToR and the host responders and the watcher's gateway probes every MS ms x 3 "
                          "(default: the lab's, inventories/lab/group_vars/all/lab.yml: 50 ms)")
+    ap.add_argument("--bfd-gaps", action="store_true",
+                    help="in the soak, time every BFD control packet at its receiving end (ToR ports, host NICs) "
+                         "and report the gaps of >= 2 and >= 3 intervals per direction")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     DETECT_MS[0] = a.detect_ms

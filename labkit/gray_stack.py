@@ -10,7 +10,8 @@ sidecars, BFD responders and the NIC watcher). Used by bench/gray_stack.py.
   (bpftool inside the host node's mount namespace), kernel mode the per-NIC table routes (own default
   route, and member of the other tables' fallback multipath route);
 * a sampler thread recording one of these every ~20 ms;
-* BFD / BGP counters of the ToR and of the host's per-slot responders (soak);
+* BFD / BGP counters of the ToR and of the host's per-slot responders (soak), and the BFD control
+  packets' inter-arrival gaps at both receiving ends (``BfdGapCapture``, labkit/bfd_gaps.py);
 * the storage node's TCP senders sampled (``ss -tin``) and their freezes, with the retransmission
   timeouts in them (bench/gray_stack.py --trace-senders: what a receiver stall is made of).
 """
@@ -18,6 +19,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 
@@ -294,3 +296,44 @@ def freezes(samples, t_fault, top, min_acked=1e6):
                 key = k
         out.append({"peer": peer, "freeze_s": round(length, 2), "from_s": round(start, 2), "steps": steps})
     return out
+
+
+class BfdGapCapture(object):
+    """labkit/bfd_gaps.py sniffers for a soak: on the ToR, its ports to ``hosts`` (BFD host -> ToR, after
+    the host NIC's queue and the link); on each host, its NICs (BFD ToR -> host, after the ToR port's
+    queue). Started before the load, stopped (SIGTERM, by PID) after it; ``stop`` returns the reports."""
+
+    def __init__(self, lab, tor, hosts, keep_ms):
+        self.procs = {}
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        where = [("tor", tor, [n["tor_port"] for h in hosts for n in lab.hosts[h]["nics"]])]
+        where += [("host", h, [n["name"] for n in lab.hosts[h]["nics"]]) for h in hosts]
+        try:
+            for side, node, ifaces in where:
+                p = subprocess.Popen(["ip", "netns", "exec", lab.netns(node), sys.executable, "-m", "labkit.bfd_gaps",
+                                      "--keep-ms", str(keep_ms)] + ifaces, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, universal_newlines=True, env=env, start_new_session=True)
+                self.procs[(side, node)] = p
+                if p.stdout.readline().strip() != "ready":
+                    raise RuntimeError("BFD gap sniffer on %s did not start: %s" % (node, p.stderr.read()[-500:]))
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self):
+        """{"tor": {tor: report}, "host": {host: report}}; a sniffer that printed nothing reports None."""
+        out = {"tor": {}, "host": {}}
+        for (side, node), p in self.procs.items():
+            if p.poll() is None:
+                p.terminate()
+            try:
+                stdout, _ = p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                stdout, _ = p.communicate()
+            try:
+                out[side][node] = json.loads(stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                out[side][node] = None
+        self.procs = {}
+        return out
