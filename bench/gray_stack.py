@@ -54,10 +54,13 @@ connectionsDropped / connectionsEstablished per host peer, before and after. Pri
 on the ToR's ports to the rack-1 hosts and on the hosts' NICs, kernel timestamps): the JSON keeps the
 gaps of at least 1.5 intervals per session, the output counts those of >= 2 and >= 3 intervals (3 =
 the detection time: a session-down) per direction. How close BFD came to a flap, and on which side.
+--control-band: BFD control packets get a strict-priority band inside every shaped link's tbf (host NIC
+and ToR port), as a switch port's control-plane queue gives them; by default one tail-drop fifo carries
+everything.
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
        [--baseline N] [--sender-cc ALGO] [--detect-ms MS] [--trace-senders N] [--soak 600] [--json PATH]
-       | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--bfd-gaps] [--json PATH]
+       | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--bfd-gaps] [--control-band] [--json PATH]
        | --markdown RESULT.json... (the docs table from saved runs; no lab)
 """
 import argparse
@@ -99,6 +102,8 @@ SAMPLERS = []
 SENDER_CC = [None]
 # --detect-ms MS: BFD (ToR and host responders) and the watcher's gateway probes every MS ms x 3
 DETECT_MS = [None]
+# --control-band: BFD control packets in a strict-priority band of every shaped link (labkit.stack_lab)
+CONTROL_BAND = [False]
 # --trace-senders N: sample the storage node's TCP senders in every fault run and keep the N longest freezes
 TRACE_SENDERS = [0]
 
@@ -114,7 +119,7 @@ def build(mode):
            *timer_vars(DETECT_MS[0]))
     print("%s: lab built and site.yml deployed in %.0f s" % (mode, time.monotonic() - t0), flush=True)
     for h in HOSTS:
-        lab.tbf(h, "200mbit")
+        lab.tbf(h, "200mbit", control_band=CONTROL_BAND[0])
     return lab
 
 
@@ -724,9 +729,13 @@ def main():
     ap.add_argument("--bfd-gaps", action="store_true",
                     help="in the soak, time every BFD control packet at its receiving end (ToR ports, host NICs) "
                          "and report the gaps of >= 2 and >= 3 intervals per direction")
+    ap.add_argument("--control-band", action="store_true",
+                    help="give BFD control packets a strict-priority band inside every link's tbf (a switch port's "
+                         "control-plane queue); default: one tail-drop fifo for everything")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     DETECT_MS[0] = a.detect_ms
+    CONTROL_BAND[0] = a.control_band
     SENDER_CC[0] = a.sender_cc
     TRACE_SENDERS[0] = a.trace_senders
     for k in a.faults.split(","):
@@ -740,7 +749,8 @@ def main():
         machine_cc = f.read().strip()
     data = {"argv": sys.argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": [],
             "sender_cc": {"ingress (storage node)": a.sender_cc or machine_cc, "egress (container)": machine_cc},
-            "detection_ms_x3": a.detect_ms or M.lab_vars()["tor_bgp_options"]["bfd"]["interval_ms"]}
+            "detection_ms_x3": a.detect_ms or M.lab_vars()["tor_bgp_options"]["bfd"]["interval_ms"],
+            "control_band": a.control_band}
     try:
         if a.soak and a.runs == 0:
             soak(a, data)
