@@ -90,7 +90,7 @@ def summarize(report, interval_ms):
     for s in report.values():
         out["packets"] += s["packets"]
         out["max_gap_x"] = max(out["max_gap_x"], round(s["max_gap_ms"] / float(interval_ms), 2))
-        for _, gap_ms in s["gaps"]:
+        for _start, gap_ms in s["gaps"]:
             out["gaps_ge_2x"] += gap_ms >= 2 * interval_ms
             out["gaps_ge_3x"] += gap_ms >= 3 * interval_ms
     return out
@@ -117,25 +117,25 @@ def open_socket(iface):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("iface", nargs="+")
     ap.add_argument("--keep-ms", type=float, default=100.0)
     a = ap.parse_args(argv)
     socks = dict((iface, open_socket(iface)) for iface in a.iface)
-    by_fd = dict((s.fileno(), (iface, s)) for iface, (s, _) in socks.items())
+    by_fd = dict((s.fileno(), (iface, s)) for iface, (s, _insns) in socks.items())
     gaps = Gaps(a.keep_ms / 1000.0)
     stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    signal.signal(signal.SIGTERM, lambda *_args: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_args: stop.append(1))
     print("ready", flush=True)
     while not stop:
         try:
-            ready, _, _ = select.select(list(by_fd), [], [], 0.5)
+            ready = select.select(list(by_fd), [], [], 0.5)[0]
         except InterruptedError:
             continue
         for fd in ready:
             iface, s = by_fd[fd]
-            frame, anc, _, addr = s.recvmsg(2048, socket.CMSG_SPACE(16))
+            frame, anc, _flags, addr = s.recvmsg(2048, socket.CMSG_SPACE(16))
             if addr[2] == PACKET_OUTGOING:
                 continue
             t = time.time()

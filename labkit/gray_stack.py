@@ -327,10 +327,10 @@ class BfdGapCapture(object):
             if p.poll() is None:
                 p.terminate()
             try:
-                stdout, _ = p.communicate(timeout=10)
+                stdout = p.communicate(timeout=10)[0]
             except subprocess.TimeoutExpired:
                 p.kill()
-                stdout, _ = p.communicate()
+                stdout = p.communicate()[0]
             try:
                 out[side][node] = json.loads(stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
