@@ -54,6 +54,7 @@ connectionsDropped / connectionsEstablished per host peer, before and after. Pri
 on the ToR's ports to the rack-1 hosts and on the hosts' NICs, kernel timestamps): the JSON keeps the
 gaps of at least 1.5 intervals per session, the output counts those of >= 2 and >= 3 intervals (3 =
 the detection time: a session-down) per direction. How close BFD came to a flap, and on which side.
+--bfd-rt PRIO (experiment): the ToR's bfdd and every host responder run SCHED_RR PRIO during the soak.
 --control-band: BFD control packets get a strict-priority band inside every shaped link's tbf (host NIC
 and ToR port), as a switch port's control-plane queue gives them; by default one tail-drop fifo carries
 everything.
@@ -597,6 +598,9 @@ def soak_on(lab, mode, a, data):
         tor0, bgp0 = GS.tor_bfd_counters(lab, TOR), GS.tor_bgp_summary(lab, TOR)
         host0 = dict(("%s/slot%d" % hs, GS.host_bfd_counters(lab, *hs)) for hs in host_slots)
         interval_ms = data["detection_ms_x3"]
+        if a.bfd_rt:
+            data["bfd_rt"] = GS.bfd_realtime(lab, TOR, HOSTS, a.bfd_rt)
+            print("SCHED_RR %d: %s" % (a.bfd_rt, data["bfd_rt"]), flush=True)
         capture = GS.BfdGapCapture(lab, TOR, HOSTS, 1.5 * interval_ms) if a.bfd_gaps else None
         t0 = time.monotonic()
         chunks = []
@@ -732,6 +736,8 @@ def main():
     ap.add_argument("--control-band", action="store_true",
                     help="give BFD control packets a strict-priority band inside every link's tbf (a switch port's "
                          "control-plane queue); default: one tail-drop fifo for everything")
+    ap.add_argument("--bfd-rt", type=int, default=0, metavar="PRIO",
+                    help="experiment: in the soak, SCHED_RR PRIO for the ToR's bfdd and the hosts' BFD responders")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     DETECT_MS[0] = a.detect_ms

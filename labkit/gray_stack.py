@@ -25,6 +25,7 @@ import time
 
 from labkit import ensure_collection_importable
 from labkit import gray as G
+from labkit import stack_lab
 
 ensure_collection_importable()
 
@@ -337,3 +338,22 @@ class BfdGapCapture(object):
                 out[side][node] = None
         self.procs = {}
         return out
+
+
+def bfd_realtime(lab, tor, hosts, priority):
+    """Experiment (bench --bfd-rt): SCHED_RR ``priority`` for the ToR's bfdd (its PID from the lab state)
+    and every host's per-slot BFD responder (the unit's MainPID, inside the host's namespaces). Returns
+    [(node, what, pid)] as set; raises if one cannot be found, so a run never claims what it did not do."""
+    with open(stack_lab.STATE) as f:
+        pid = json.load(f)["nodes"][tor]["daemons"]["bfdd"]
+    run(["chrt", "-r", "-p", str(priority), str(pid)])
+    done = [(tor, "bfdd", pid)]
+    for h in hosts:
+        for s in lab.hosts[h]["slots"]:
+            unit = "netscale-vipinjector-bfd@%d.service" % s["slot"]
+            main = lab.x(h, ["systemctl", "show", "-p", "MainPID", "--value", unit]).stdout.strip()
+            if not main.isdigit() or main == "0":
+                raise RuntimeError("%s: %s has no main PID (%r)" % (h, unit, main))
+            lab.x(h, ["chrt", "-r", "-p", str(priority), main])
+            done.append((h, unit, int(main)))
+    return done
