@@ -52,8 +52,8 @@ responder (per slot bfdd, its vty socket under /run/netscale-vipinjector-bfd/slo
 connectionsDropped / connectionsEstablished per host peer, before and after. Prints the totals.
 --bfd-gaps: during the soak, every BFD control packet is timed at its receiving end (labkit/bfd_gaps.py:
 on the ToR's ports to the rack-1 hosts and on the hosts' NICs, kernel timestamps): the JSON keeps the
-gaps of at least 1.5 intervals per session, the output counts those of >= 2 and >= 3 intervals (3 =
-the detection time: a session-down) per direction. How close BFD came to a flap, and on which side.
+gaps of at least 1.5 intervals per session, the output counts those of >= 1.5 (a packet missing), >= 2.25
+(two in a row) and >= 3 intervals (the detection time: a session-down) per direction. How close BFD came to a flap, and on which side.
 --bfd-rt PRIO (experiment): the ToR's bfdd and every host responder run SCHED_RR PRIO during the soak.
 --control-band: BFD control packets get a strict-priority band inside every shaped link's tbf (host NIC
 and ToR port), as a switch port's control-plane queue gives them; by default one tail-drop fifo carries
@@ -665,9 +665,10 @@ def soak_on(lab, mode, a, data):
             print("  counters entries not up at the end: %s" % not_up)
         print("  per-slot responder counters missing: %s" % [k for k, v in host1.items() if v is None])
         for way, sm in sorted(res.get("bfd_gaps_summary", {}).items()):
-            print("  BFD packets %s: %d sessions, %d packets, gaps >= 2 intervals %d, >= 3 intervals %d, "
-                  "largest %.2f intervals (%d ms)" % (way, sm["sessions"], sm["packets"], sm["gaps_ge_2x"],
-                                                      sm["gaps_ge_3x"], sm["max_gap_x"], interval_ms))
+            print("  BFD packets %s: %d sessions, %d packets; gaps of >= 1.5 intervals (a packet missing) %d, "
+                  ">= 2.25 (two) %d, >= 3 (detection time) %d; largest %.2f intervals of %d ms"
+                  % (way, sm["sessions"], sm["packets"], sm["gaps_ge_1_5x"], sm["gaps_ge_2_25x"], sm["gaps_ge_3x"],
+                     sm["max_gap_x"], interval_ms))
         if res.get("bfd_gaps_missing"):
             print("  BFD gap sniffers without a report: %s" % res["bfd_gaps_missing"])
     finally:
@@ -732,7 +733,7 @@ def main():
                          "(default: the lab's, inventories/lab/group_vars/all/lab.yml: 50 ms)")
     ap.add_argument("--bfd-gaps", action="store_true",
                     help="in the soak, time every BFD control packet at its receiving end (ToR ports, host NICs) "
-                         "and report the gaps of >= 2 and >= 3 intervals per direction")
+                         "and report the gaps of >= 1.5, >= 2.25 and >= 3 intervals per direction")
     ap.add_argument("--control-band", action="store_true",
                     help="give BFD control packets a strict-priority band inside every link's tbf (a switch port's "
                          "control-plane queue); default: one tail-drop fifo for everything")

@@ -84,14 +84,20 @@ class Gaps(object):
 
 
 def summarize(report, interval_ms):
-    """Counts of gaps of at least 2 and 3 intervals and the largest gap in intervals, over all sessions
-    of one sniffer report (``Gaps.report``)."""
-    out = {"sessions": len(report), "packets": 0, "gaps_ge_2x": 0, "gaps_ge_3x": 0, "max_gap_x": 0.0}
+    """Gaps over all sessions of one sniffer report (``Gaps.report``), in intervals. A sender jitters each
+    interval down by 0-25 % (RFC 5880 6.8.7), so normal gaps are 0.75-1 interval: a gap of >= 1.5 means
+    at least one packet missing, >= 2.25 at least two in a row, and >= 3 is the detection time (a
+    session-down at multiplier 3). Sessions with under 10 packets (strays) are left out."""
+    out = {"sessions": 0, "packets": 0, "gaps_ge_1_5x": 0, "gaps_ge_2_25x": 0, "gaps_ge_3x": 0, "max_gap_x": 0.0}
     for s in report.values():
+        if s["packets"] < 10:
+            continue
+        out["sessions"] += 1
         out["packets"] += s["packets"]
         out["max_gap_x"] = max(out["max_gap_x"], round(s["max_gap_ms"] / float(interval_ms), 2))
         for _start, gap_ms in s["gaps"]:
-            out["gaps_ge_2x"] += gap_ms >= 2 * interval_ms
+            out["gaps_ge_1_5x"] += gap_ms >= 1.5 * interval_ms
+            out["gaps_ge_2_25x"] += gap_ms >= 2.25 * interval_ms
             out["gaps_ge_3x"] += gap_ms >= 3 * interval_ms
     return out
 

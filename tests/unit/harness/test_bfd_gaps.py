@@ -80,8 +80,9 @@ def test_gaps_per_session_with_kept_gaps_and_maximum():
 
 
 def test_summarize_counts_gaps_in_intervals():
-    report = {"a": {"packets": 100, "max_gap_ms": 160.0, "gaps": [[1.0, 110.0], [2.0, 160.0]]},
-              "b": {"packets": 50, "max_gap_ms": 45.0, "gaps": []}}
-    assert B.summarize(report, 50) == {"sessions": 2, "packets": 150, "gaps_ge_2x": 2, "gaps_ge_3x": 1,
-                                       "max_gap_x": 3.2}
+    report = {"a": {"packets": 100, "max_gap_ms": 160.0, "gaps": [[1.0, 80.0], [2.0, 120.0], [3.0, 160.0]]},
+              "b": {"packets": 50, "max_gap_ms": 45.0, "gaps": []},
+              "stray": {"packets": 1, "max_gap_ms": 0.0, "gaps": []}}
+    assert B.summarize(report, 50) == {"sessions": 2, "packets": 150, "gaps_ge_1_5x": 3, "gaps_ge_2_25x": 2,
+                                       "gaps_ge_3x": 1, "max_gap_x": 3.2}
     assert B.summarize({}, 50)["max_gap_x"] == 0.0
