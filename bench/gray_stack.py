@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """Gray-failure matrix and BFD soak on the stack lab (issue 12 items 6 and 7): the real FRR ToR
-(bgpd + bfdd, BFD on every host session at the lab inventory's 50 ms x 3), systemd hosts with ExaBGP
-sidecars, per-slot bfdd responders and the NIC watcher (gateway probes 50 ms x 3, hold-down 1 s,
+(bgpd + bfdd, BFD on every host session at the lab inventory's 100 ms x 3), systemd hosts with ExaBGP
+sidecars, per-slot bfdd responders and the NIC watcher (gateway probes 100 ms x 3, hold-down 1 s,
 dampening). Needs root; builds the lab of tests/e2e/stack/fabric.yml (node names mns-*) and tears it
 down (playbooks/lab.yml), also on Ctrl-C. Run it under the shared lock:
 flock /tmp/netscale-e2e.lock .venv/bin/python bench/gray_stack.py ...
@@ -38,7 +38,7 @@ same window): the lab's own stall tail, from the senders' congestion on the shap
 fault rows against. --sender-cc ALGO: the storage node's congestion control in the ingress runs (iperf3 -C;
 default the lab's, i.e. this machine's net.ipv4.tcp_congestion_control, BBR here); the JSON records both
 directions' senders. --detect-ms MS: the ToR's BFD, the host responders' BFD and the NIC watcher's gateway
-probes every MS ms x 3 instead of the lab's 50 ms (site.yml extra vars). --trace-senders N: in every fault
+probes every MS ms x 3 instead of the lab's 100 ms (site.yml extra vars). --trace-senders N: in every fault
 run, the storage node's sockets sampled every ~25 ms (ss -tin: bytes_acked, backoff, rto, retrans, lost, cwnd) and the N longest sender-side freezes from 0.2 s
 before the fault on kept in the row (``sender_freezes``: the state changes, times from the fault), to tell
 a path left broken from retransmissions lost to congestion. The sampler costs CPU on 2 vCPUs: runs with it
@@ -126,7 +126,7 @@ def build(mode):
 
 def timer_vars(ms):
     """site.yml extra vars that run the ToR's BFD, the host responders' BFD and the NIC watcher's
-    gateway probes every ``ms`` ms (x 3); none for the lab's own settings (lab.yml: 50 ms x 3)."""
+    gateway probes every ``ms`` ms (x 3); none for the lab's own settings (lab.yml: 100 ms x 3)."""
     if not ms:
         return []
     lab_vars = M.lab_vars()
@@ -730,7 +730,7 @@ def main():
                          "longest freezes with their retransmission timeouts (costs CPU: explains, does not count)")
     ap.add_argument("--detect-ms", type=int, default=None, metavar="MS",
                     help="BFD on the ToR and the host responders and the watcher's gateway probes every MS ms x 3 "
-                         "(default: the lab's, inventories/lab/group_vars/all/lab.yml: 50 ms)")
+                         "(default: the lab's, inventories/lab/group_vars/all/lab.yml: 100 ms)")
     ap.add_argument("--bfd-gaps", action="store_true",
                     help="in the soak, time every BFD control packet at its receiving end (ToR ports, host NICs) "
                          "and report the gaps of >= 1.5, >= 2.25 and >= 3 intervals per direction")

@@ -222,7 +222,7 @@ def test_nic_failure(stack):
 def test_bfd_up_on_every_host_session(stack):
     """BFD on every host session (issue 12 item 1): on each ToR, every BGP neighbor of a deployed host (one per
     slot and NIC) has a BFD peer Up against the responder beside its sidecar, same addresses, the lab's
-    timers (inventories/lab/group_vars/all/lab.yml, 50 ms x 3) on both ends; single hop in eBPF mode,
+    timers (inventories/lab/group_vars/all/lab.yml, 100 ms x 3) on both ends; single hop in eBPF mode,
     multihop in kernel mode (the host's forwarding lowers the TTL)."""
     lab = stack.lab
     multihop = stack.mode == "kernel"

@@ -20,7 +20,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import 
 # Fake keys (test fixtures, not secrets): they show where the per-host key lands.
 CASES = {
     # as the lab runs: the lab inventory's own tor_bgp_options (MD5 on every host and spine session, BFD on
-    # every host session at the lab's 50 ms x 3); the example fabric shows the default timers (100 ms x 3)
+    # every host session at the lab's timers); the example fabric shows the defaults
     "lab": {"fabric": "inventories/lab/fabric.yml",
             "options": "inventories/lab/group_vars/all/lab.yml",
             "md5": {"lab-r1-h1": "golden-key-r1h1", "lab-r1-h2": "golden-key-r1h2",
