@@ -53,7 +53,9 @@ connectionsDropped / connectionsEstablished per host peer, before and after. Pri
 --bfd-gaps: during the soak, every BFD control packet is timed at its receiving end (labkit/bfd_gaps.py:
 on the ToR's ports to the rack-1 hosts and on the hosts' NICs, kernel timestamps): the JSON keeps the
 gaps of at least 1.5 intervals per session, the output counts those of >= 1.5 (a packet missing), >= 2.25
-(two in a row) and >= 3 intervals (the detection time: a session-down) per direction. How close BFD came to a flap, and on which side.
+(two in a row) and >= 3 intervals (the detection time: a session-down) per direction: how close BFD came
+to a flap, and on which side. A sniffer without a report, or fewer sessions than the ToR counts, is
+reported as such, never as zero gaps.
 --bfd-rt PRIO (experiment): the ToR's bfdd and every host responder run SCHED_RR PRIO during the soak.
 --control-band: BFD control packets get a strict-priority band inside every shaped link's tbf (host NIC
 and ToR port), as a switch port's control-plane queue gives them; by default one tail-drop fifo carries
@@ -649,11 +651,13 @@ def soak_on(lab, mode, a, data):
         if gaps is not None:
             res["bfd_interval_ms"] = interval_ms
             res["bfd_gaps"] = gaps
-            res["bfd_gaps_summary"] = {
-                "host -> ToR (at the ToR)": BG.summarize(gaps["tor"][TOR] or {}, interval_ms),
-                "ToR -> host (at the hosts)": BG.summarize(
-                    dict((k, v) for h in HOSTS for k, v in (gaps["host"][h] or {}).items()), interval_ms)}
             res["bfd_gaps_missing"] = [n for side in gaps.values() for n, r in side.items() if r is None]
+            at_hosts = [gaps["host"][h] for h in HOSTS]
+            at_tor = gaps["tor"][TOR]
+            res["bfd_gaps_summary"] = {
+                "host -> ToR (at the ToR)": None if at_tor is None else BG.summarize(at_tor, interval_ms),
+                "ToR -> host (at the hosts)": None if None in at_hosts else BG.summarize(
+                    dict((k, v) for r in at_hosts for k, v in r.items()), interval_ms)}
         data["soak"] = res
         save(a.json, data)
         print("\nsoak %s: %.0f s loaded (%s: 32+32 flows, %s: 8+8 flows, tbf 200 Mbit/s per NIC)" % (mode, dur, HOST, OTHER))
@@ -665,6 +669,12 @@ def soak_on(lab, mode, a, data):
             print("  counters entries not up at the end: %s" % not_up)
         print("  per-slot responder counters missing: %s" % [k for k, v in host1.items() if v is None])
         for way, sm in sorted(res.get("bfd_gaps_summary", {}).items()):
+            if sm is None:
+                print("  BFD packets %s: NO REPORT (a sniffer died or printed nothing)" % way)
+                continue
+            if sm["sessions"] != len(tor_d):
+                print("  BFD packets %s: %d sessions seen, the ToR counts %d: the rest were silent all along"
+                      % (way, sm["sessions"], len(tor_d)))
             print("  BFD packets %s: %d sessions, %d packets; gaps of >= 1.5 intervals (a packet missing) %d, "
                   ">= 2.25 (two) %d, >= 3 (detection time) %d; largest %.2f intervals of %d ms"
                   % (way, sm["sessions"], sm["packets"], sm["gaps_ge_1_5x"], sm["gaps_ge_2_25x"], sm["gaps_ge_3x"],

@@ -9,8 +9,10 @@ port 3784 (single hop) or 4784 (multihop) over IPv4 or IPv6, kernel receive time
 incoming packets only. It taps the interface before tc ingress, so it sees what crossed the link in both
 datapath modes, before any eBPF redirect. On SIGTERM it prints one JSON object: per session
 (``iface|src|dst``) the packet count, the largest gap and every gap of at least ``--keep-ms``, with the
-time since start. The pure part (``Gaps``) is unit-tested; bench/gray_stack.py ``--bfd-gaps`` runs it on
-the ToR's host ports and on the hosts' NICs during the soak.
+time since start; the silence from a session's last packet to the last packet of any session counts as a
+gap too, so a session that went quiet does not look clean (and the sniffer's own stop latency does not
+count). The filter, ``Gaps`` and ``summarize`` are unit-tested;
+bench/gray_stack.py ``--bfd-gaps`` runs it on the ToR's host ports and on the hosts' NICs during the soak.
 """
 import argparse
 import ctypes
@@ -70,8 +72,17 @@ class Gaps(object):
         prev = self.last.get(session)
         self.last[session] = t
         self.count[session] = self.count.get(session, 0) + 1
-        if prev is None:
-            return
+        if prev is not None:
+            self._gap(session, prev, t)
+
+    def finish(self, t_end):
+        """The silence from each session's last packet to ``t_end`` (the newest packet of any session) counts
+        as a gap."""
+        for session, last in self.last.items():
+            if t_end > last:
+                self._gap(session, last, t_end)
+
+    def _gap(self, session, prev, t):
         gap = t - prev
         if gap > self.max_gap.get(session, 0.0):
             self.max_gap[session] = gap
@@ -154,6 +165,8 @@ def main(argv=None):
             except (struct.error, ValueError):
                 continue
             gaps.add("%s|%s|%s" % (iface, src, dst), t)
+    if gaps.last:
+        gaps.finish(max(gaps.last.values()))
     print(json.dumps(gaps.report()), flush=True)
     return 0
 

@@ -18,6 +18,7 @@ sidecars, BFD responders and the NIC watcher). Used by bench/gray_stack.py.
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import threading
@@ -315,8 +316,12 @@ class BfdGapCapture(object):
                                       "--keep-ms", str(keep_ms)] + ifaces, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, universal_newlines=True, env=env, start_new_session=True)
                 self.procs[(side, node)] = p
-                if p.stdout.readline().strip() != "ready":
-                    raise RuntimeError("BFD gap sniffer on %s did not start: %s" % (node, p.stderr.read()[-500:]))
+                # a sniffer that neither starts nor fails must not hang the bench
+                line = p.stdout.readline().strip() if select.select([p.stdout], [], [], 10.0)[0] else "(no reply in 10 s)"
+                if line != "ready":
+                    p.kill()
+                    raise RuntimeError("BFD gap sniffer on %s did not start: %s %s"
+                                       % (node, line, p.stderr.read()[-500:]))
         except Exception:
             self.stop()
             raise

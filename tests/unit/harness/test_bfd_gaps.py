@@ -86,3 +86,31 @@ def test_summarize_counts_gaps_in_intervals():
     assert B.summarize(report, 50) == {"sessions": 2, "packets": 150, "gaps_ge_1_5x": 3, "gaps_ge_2_25x": 2,
                                        "gaps_ge_3x": 1, "max_gap_x": 3.2}
     assert B.summarize({}, 50)["max_gap_x"] == 0.0
+
+
+def test_silence_until_the_stop_counts_as_a_gap():
+    g = B.Gaps(keep_s=0.1)
+    for i in range(10):                      # both sessions send every 50 ms for 0.5 s
+        g.add("eth0|a|b", 10.0 + 0.05 * i)
+        g.add("eth1|c|d", 10.0 + 0.05 * i)
+    for i in range(10, 20):                  # then eth1's session goes quiet, eth0's goes on to 10.95
+        g.add("eth0|a|b", 10.0 + 0.05 * i)
+    g.finish(11.00)
+    r = g.report()
+    assert r["eth1|c|d"]["max_gap_ms"] == 550.0 and r["eth1|c|d"]["gaps"] == [[0.45, 550.0]]
+    assert r["eth0|a|b"]["gaps"] == []
+    assert B.summarize(r, 50)["gaps_ge_3x"] == 1
+
+
+class _NoLab(object):
+    hosts = {"h1": {"nics": [{"name": "eth0", "tor_port": "h1-0"}]}}
+
+    @staticmethod
+    def netns(node):
+        return "netscale-test-no-such-netns-%s" % node
+
+
+def test_capture_that_cannot_start_raises_and_leaves_no_sniffer():
+    from labkit import gray_stack as GS
+    with pytest.raises(RuntimeError, match="did not start"):
+        GS.BfdGapCapture(_NoLab(), "tor1", ["h1"], 75)
