@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """Gray-failure matrix and BFD soak on the stack lab (issue 12 items 6 and 7): the real FRR ToR
-(bgpd + bfdd, BFD on every host session at the lab inventory's 100 ms x 3), systemd hosts with ExaBGP
-sidecars, per-slot bfdd responders and the NIC watcher (gateway probes 100 ms x 3, hold-down 1 s,
+(bgpd + bfdd, BFD on every host session at the lab inventory's 50 ms x 3), systemd hosts with ExaBGP
+sidecars, per-slot bfdd responders and the NIC watcher (gateway probes 50 ms x 3, hold-down 1 s,
 dampening). Needs root; builds the lab of tests/e2e/stack/fabric.yml (node names mns-*) and tears it
 down (playbooks/lab.yml), also on Ctrl-C. Run it under the shared lock:
 flock /tmp/netscale-e2e.lock .venv/bin/python bench/gray_stack.py ...
@@ -38,7 +38,7 @@ same window): the lab's own stall tail, from the senders' congestion on the shap
 fault rows against. --sender-cc ALGO: the storage node's congestion control in the ingress runs (iperf3 -C;
 default the lab's, i.e. this machine's net.ipv4.tcp_congestion_control, BBR here); the JSON records both
 directions' senders. --detect-ms MS: the ToR's BFD, the host responders' BFD and the NIC watcher's gateway
-probes every MS ms x 3 instead of the lab's 100 ms (site.yml extra vars). --trace-senders N: in every fault
+probes every MS ms x 3 instead of the lab's 50 ms (site.yml extra vars). --trace-senders N: in every fault
 run, the storage node's sockets sampled every ~25 ms (ss -tin: bytes_acked, backoff, rto, retrans, lost, cwnd) and the N longest sender-side freezes from 0.2 s
 before the fault on kept in the row (``sender_freezes``: the state changes, times from the fault), to tell
 a path left broken from retransmissions lost to congestion. The sampler costs CPU on 2 vCPUs: runs with it
@@ -57,13 +57,13 @@ gaps of at least 1.5 intervals per session, the output counts those of >= 1.5 (a
 to a flap, and on which side. A sniffer without a report, or fewer sessions than the ToR counts, is
 reported as such, never as zero gaps.
 --bfd-rt PRIO (experiment): the ToR's bfdd and every host responder run SCHED_RR PRIO during the soak.
---control-band: BFD control packets get a strict-priority band inside every shaped link's tbf (host NIC
-and ToR port), as a switch port's control-plane queue gives them; by default one tail-drop fifo carries
-everything.
+Every shaped link (host NIC and ToR port) gives BFD control packets a strict-priority band inside its tbf,
+as a switch port's control-plane queue and a host's fq_codel give them (labkit.stack_lab.Lab.tbf);
+--no-control-band: one tail-drop fifo carries everything, BFD included (the lab before 2026-11-26).
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
        [--baseline N] [--sender-cc ALGO] [--detect-ms MS] [--trace-senders N] [--soak 600] [--json PATH]
-       | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--bfd-gaps] [--control-band] [--json PATH]
+       | --soak 600 --runs 0 [--modes ebpf] [--chunk 60] [--bfd-gaps] [--no-control-band] [--json PATH]
        | --markdown RESULT.json... (the docs table from saved runs; no lab)
 """
 import argparse
@@ -105,8 +105,8 @@ SAMPLERS = []
 SENDER_CC = [None]
 # --detect-ms MS: BFD (ToR and host responders) and the watcher's gateway probes every MS ms x 3
 DETECT_MS = [None]
-# --control-band: BFD control packets in a strict-priority band of every shaped link (labkit.stack_lab)
-CONTROL_BAND = [False]
+# BFD control packets in a strict-priority band of every shaped link (labkit.stack_lab); --no-control-band
+CONTROL_BAND = [True]
 # --trace-senders N: sample the storage node's TCP senders in every fault run and keep the N longest freezes
 TRACE_SENDERS = [0]
 
@@ -128,7 +128,7 @@ def build(mode):
 
 def timer_vars(ms):
     """site.yml extra vars that run the ToR's BFD, the host responders' BFD and the NIC watcher's
-    gateway probes every ``ms`` ms (x 3); none for the lab's own settings (lab.yml: 100 ms x 3)."""
+    gateway probes every ``ms`` ms (x 3); none for the lab's own settings (lab.yml: 50 ms x 3)."""
     if not ms:
         return []
     lab_vars = M.lab_vars()
@@ -604,7 +604,7 @@ def soak_on(lab, mode, a, data):
             data["bfd_rt"] = GS.bfd_realtime(lab, TOR, HOSTS, a.bfd_rt)
             print("SCHED_RR %d: %s" % (a.bfd_rt, data["bfd_rt"]), flush=True)
         capture = GS.BfdGapCapture(lab, TOR, HOSTS, 1.5 * interval_ms) if a.bfd_gaps else None
-        t0 = time.monotonic()
+        t0, t0_epoch = time.monotonic(), time.time()
         chunks = []
         while time.monotonic() - t0 < a.soak - 0.5:
             sec = max(1, int(min(a.chunk, a.soak - (time.monotonic() - t0))))
@@ -643,7 +643,7 @@ def soak_on(lab, mode, a, data):
         host_total = None if any(v is None for v in host_d.values()) else sum(sum(v.values()) for v in host_d.values())
         bgp_drops = sum(v["dropped"] for v in bgp_d.values())
         not_up = [k for k, p in tor1.items() if k.split("|")[0] in host_addrs and p.get("status") not in (None, "up")]
-        res = {"mode": mode, "seconds": round(dur, 1), "chunks": chunks, "tor_bfd_sessions": len(tor_d),
+        res = {"mode": mode, "started_epoch": round(t0_epoch, 3), "seconds": round(dur, 1), "chunks": chunks, "tor_bfd_sessions": len(tor_d),
                "tor_bfd_down": tor_d, "tor_bfd_down_total": tor_total, "host_bfd_down": host_d,
                "host_bfd_sessions": sum(len(v) for v in host1.values() if v),
                "host_bfd_down_total": host_total, "bgp": bgp_d, "bgp_dropped_total": bgp_drops,
@@ -740,13 +740,13 @@ def main():
                          "longest freezes with their retransmission timeouts (costs CPU: explains, does not count)")
     ap.add_argument("--detect-ms", type=int, default=None, metavar="MS",
                     help="BFD on the ToR and the host responders and the watcher's gateway probes every MS ms x 3 "
-                         "(default: the lab's, inventories/lab/group_vars/all/lab.yml: 100 ms)")
+                         "(default: the lab's, inventories/lab/group_vars/all/lab.yml: 50 ms)")
     ap.add_argument("--bfd-gaps", action="store_true",
                     help="in the soak, time every BFD control packet at its receiving end (ToR ports, host NICs) "
                          "and report the gaps of >= 1.5, >= 2.25 and >= 3 intervals per direction")
-    ap.add_argument("--control-band", action="store_true",
-                    help="give BFD control packets a strict-priority band inside every link's tbf (a switch port's "
-                         "control-plane queue); default: one tail-drop fifo for everything")
+    ap.add_argument("--no-control-band", dest="control_band", action="store_false",
+                    help="one tail-drop fifo per shaped link for everything, BFD included; default: BFD control "
+                         "packets in a strict-priority band inside every link's tbf (a switch port's control-plane queue)")
     ap.add_argument("--bfd-rt", type=int, default=0, metavar="PRIO",
                     help="experiment: in the soak, SCHED_RR PRIO for the ToR's bfdd and the hosts' BFD responders")
     ap.add_argument("--json", default=None)

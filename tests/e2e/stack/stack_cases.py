@@ -54,8 +54,8 @@ def build_stack(mode, hosts, tors, check_fresh):
     t0 = time.monotonic()
     out["rerun"] = M.site(*extra) if mode == "ebpf" else M.site("--check", "--diff", *extra)
     out["rerun_s"] = time.monotonic() - t0
-    for h in hosts:   # line-rate emulation: 200 Mbit/s tbf on every NIC, both directions (as lab_link speed)
-        lab.tbf(h, "200mbit")
+    for h in hosts:   # line-rate emulation: 200 Mbit/s tbf on every NIC, both directions (as lab_link speed),
+        lab.tbf(h, "200mbit")   # BFD in a control-plane band (labkit.stack_lab.Lab.tbf)
     return Stack(lab, mode, hosts, tors, out, before)
 
 
@@ -222,7 +222,7 @@ def test_nic_failure(stack):
 def test_bfd_up_on_every_host_session(stack):
     """BFD on every host session (issue 12 item 1): on each ToR, every BGP neighbor of a deployed host (one per
     slot and NIC) has a BFD peer Up against the responder beside its sidecar, same addresses, the lab's
-    timers (inventories/lab/group_vars/all/lab.yml, 100 ms x 3) on both ends; single hop in eBPF mode,
+    timers (inventories/lab/group_vars/all/lab.yml, 50 ms x 3) on both ends; single hop in eBPF mode,
     multihop in kernel mode (the host's forwarding lowers the TTL)."""
     lab = stack.lab
     multihop = stack.mode == "kernel"
