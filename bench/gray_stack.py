@@ -49,7 +49,8 @@ the soak runs on the first mode's lab right after its matrix (no rebuild); 32 fl
 on mns-r1-h2 slot 1 and 8 each way on mns-r1-h1 slot 1 for the whole soak (iperf3 restarted in --chunk s
 pieces); BFD session-down counters of the ToR (show bfd peers counters json) and of every host
 responder (per slot bfdd, its vty socket under /run/netscale-vipinjector-bfd/slot<s>) and the ToR's BGP
-connectionsDropped / connectionsEstablished per host peer, before and after. Prints the totals.
+connectionsDropped / connectionsEstablished per host peer, before and after; the NIC watcher's
+egress-set changes during the soak (its journal: a NIC taken out is a false alarm here). Prints the totals.
 --bfd-gaps: during the soak, every BFD control packet is timed at its receiving end (labkit/bfd_gaps.py:
 on the ToR's ports to the rack-1 hosts and on the hosts' NICs, kernel timestamps): the JSON keeps the
 gaps of at least 1.5 intervals per session, the output counts those of >= 1.5 (a packet missing), >= 2.25
@@ -57,9 +58,10 @@ gaps of at least 1.5 intervals per session, the output counts those of >= 1.5 (a
 to a flap, and on which side. A sniffer without a report, or fewer sessions than the ToR counts, is
 reported as such, never as zero gaps.
 --bfd-rt PRIO (experiment): the ToR's bfdd and every host responder run SCHED_RR PRIO during the soak.
-Every shaped link (host NIC and ToR port) gives BFD control packets a strict-priority band inside its tbf,
-as a switch port's control-plane queue and a host's fq_codel give them (labkit.stack_lab.Lab.tbf);
---no-control-band: one tail-drop fifo carries everything, BFD included (the lab before 2026-11-26).
+Every shaped link (host NIC and ToR port) gives BFD control packets and address resolution (ARP, ICMPv6)
+a strict-priority band inside its tbf, as a switch port's control-plane queue and a host's fq_codel give
+them (labkit.stack_lab.Lab.tbf); --no-control-band: one tail-drop fifo carries everything (the lab before
+2026-11-26).
 
 usage: bench/gray_stack.py [--modes ebpf,kernel] [--faults ...] [--runs 10] [--hold 2] [--nic 1]
        [--baseline N] [--sender-cc ALGO] [--detect-ms MS] [--trace-senders N] [--soak 600] [--json PATH]
@@ -105,7 +107,7 @@ SAMPLERS = []
 SENDER_CC = [None]
 # --detect-ms MS: BFD (ToR and host responders) and the watcher's gateway probes every MS ms x 3
 DETECT_MS = [None]
-# BFD control packets in a strict-priority band of every shaped link (labkit.stack_lab); --no-control-band
+# BFD, ARP and ICMPv6 in a strict-priority band of every shaped link (labkit.stack_lab); --no-control-band
 CONTROL_BAND = [True]
 # --trace-senders N: sample the storage node's TCP senders in every fault run and keep the N longest freezes
 TRACE_SENDERS = [0]
@@ -626,6 +628,13 @@ def soak_on(lab, mode, a, data):
         capture = None
         tor1, bgp1 = GS.tor_bfd_counters(lab, TOR), GS.tor_bgp_summary(lab, TOR)
         host1 = dict(("%s/slot%d" % hs, GS.host_bfd_counters(lab, *hs)) for hs in host_slots)
+        watcher = {}
+        for h in HOSTS:
+            try:
+                watcher[h] = [[round(t - t0_epoch, 3), nic, what, why] for t, nic, what, why in GS.watcher_changes(lab, h, t0_epoch)]
+            except Exception as e:  # pylint: disable=broad-except  # reported as missing, never as no change
+                watcher[h] = None
+                print("  NIC watcher journal of %s: %s" % (h, e), flush=True)
         host_addrs = set(n["address"][f] for h in HOSTS for s in lab.hosts[h]["slots"] for n in s["nics"]
                          for f in ("ipv4", "ipv6"))
 
@@ -647,7 +656,9 @@ def soak_on(lab, mode, a, data):
                "tor_bfd_down": tor_d, "tor_bfd_down_total": tor_total, "host_bfd_down": host_d,
                "host_bfd_sessions": sum(len(v) for v in host1.values() if v),
                "host_bfd_down_total": host_total, "bgp": bgp_d, "bgp_dropped_total": bgp_drops,
-               "bgp_peers": len(bgp_d)}
+               "bgp_peers": len(bgp_d), "watcher_changes": watcher,
+               "watcher_out_total": None if None in watcher.values() else sum(
+                   1 for v in watcher.values() for c in v if c[2] == "out")}
         if gaps is not None:
             res["bfd_interval_ms"] = interval_ms
             res["bfd_gaps"] = gaps
@@ -667,6 +678,9 @@ def soak_on(lab, mode, a, data):
             len(bgp_d), bgp_drops, sum(v["established"] for v in bgp_d.values())))
         if not_up:
             print("  counters entries not up at the end: %s" % not_up)
+        print("  NIC watcher: %s NICs taken out of an egress set during the soak%s" % (
+            "NO REPORT (journal not readable)," if res["watcher_out_total"] is None else res["watcher_out_total"],
+            "".join("; %s: %s" % (h, [c[:3] for c in v if c[2] == "out"]) for h, v in watcher.items() if v)))
         print("  per-slot responder counters missing: %s" % [k for k, v in host1.items() if v is None])
         for way, sm in sorted(res.get("bfd_gaps_summary", {}).items()):
             if sm is None:
@@ -745,8 +759,8 @@ def main():
                     help="in the soak, time every BFD control packet at its receiving end (ToR ports, host NICs) "
                          "and report the gaps of >= 1.5, >= 2.25 and >= 3 intervals per direction")
     ap.add_argument("--no-control-band", dest="control_band", action="store_false",
-                    help="one tail-drop fifo per shaped link for everything, BFD included; default: BFD control "
-                         "packets in a strict-priority band inside every link's tbf (a switch port's control-plane queue)")
+                    help="one tail-drop fifo per shaped link for everything, BFD and ARP/ND included; default: BFD, ARP "
+                         "and ICMPv6 in a strict-priority band inside every link's tbf (a switch port's control-plane queue)")
     ap.add_argument("--bfd-rt", type=int, default=0, metavar="PRIO",
                     help="experiment: in the soak, SCHED_RR PRIO for the ToR's bfdd and the hosts' BFD responders")
     ap.add_argument("--json", default=None)

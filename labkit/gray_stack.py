@@ -300,6 +300,30 @@ def freezes(samples, t_fault, top, min_acked=1e6):
     return out
 
 
+WATCHER_UNIT = "netscale-multinic-watcher.service"
+WATCHER_CHANGE = re.compile(r"^(\d+(?:\.\d+)?) .*egress set: (\S+) (OUT|back IN) \((.*)\)$")
+
+
+def parse_watcher_changes(text):
+    """[(epoch, nic, "out" | "in", reason)] from ``journalctl -o short-unix`` lines of the NIC watcher."""
+    out = []
+    for line in text.splitlines():
+        m = WATCHER_CHANGE.match(line.strip())
+        if m:
+            out.append((float(m.group(1)), m.group(2), "out" if m.group(3) == "OUT" else "in", m.group(4)))
+    return out
+
+
+def watcher_changes(lab, host, since_epoch):
+    """The NIC watcher's egress-set changes on ``host`` since ``since_epoch`` (its journal). Raises when the
+    journal holds no line of the watcher's own start, so a journal that does not capture it is never read
+    as 'no change'."""
+    text = lab.x(host, ["journalctl", "--no-pager", "-u", WATCHER_UNIT, "-o", "short-unix"]).stdout
+    if "gray-failure detection" not in text:
+        raise RuntimeError("%s: the journal of %s has no start line of the watcher" % (host, WATCHER_UNIT))
+    return [c for c in parse_watcher_changes(text) if c[0] >= since_epoch]
+
+
 class BfdGapCapture(object):
     """labkit/bfd_gaps.py sniffers for a soak: on the ToR, its ports to ``hosts`` (BFD host -> ToR, after
     the host NIC's queue and the link); on each host, its NICs (BFD ToR -> host, after the ToR port's

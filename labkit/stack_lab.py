@@ -17,6 +17,7 @@ import time
 import yaml
 
 from labkit import dp_harness as DH
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops as LO  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(REPO, "tests", "e2e", "stack")
@@ -46,39 +47,6 @@ def lab_vars():
     deploys unless extra vars override it (BFD and probe timers, MD5 modes)."""
     with open(os.path.join(REPO, "inventories", "lab", "group_vars", "all", "lab.yml")) as f:
         return yaml.safe_load(f)
-
-
-def rate_bits(rate):
-    """'200mbit' -> 200000000 (tc's decimal units)."""
-    for unit, mult in (("gbit", 10 ** 9), ("mbit", 10 ** 6), ("kbit", 10 ** 3), ("bit", 1)):
-        if rate.endswith(unit):
-            return int(float(rate[:-len(unit)]) * mult)
-    raise ValueError("rate %r: use NNmbit, NNgbit, NNkbit" % rate)
-
-
-def control_band_commands(dev, rate):
-    """tc argv lists (without "-n NS") that put an htb with two strict-priority classes under the root tbf
-    1: of ``dev``: 10:10 for BFD control packets (UDP destination port 3784 or 4784, IPv4 and IPv6), 10:20
-    for the rest. Both classes are far above the tbf's rate, so htb serves them in priority order and
-    the tbf alone shapes. The bulk fifo holds what tbf's own would (rate x 20 ms + 256 KiB burst)."""
-    bulk = rate_bits(rate) // 8 * 20 // 1000 + 256 * 1024
-    cmds = [["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "htb", "default", "20"],
-            ["class", "add", "dev", dev, "parent", "10:", "classid", "10:1", "htb", "rate", "10gbit", "burst", "1mb",
-             "cburst", "1mb"],
-            ["class", "add", "dev", dev, "parent", "10:1", "classid", "10:10", "htb", "rate", "5gbit", "ceil",
-             "10gbit", "burst", "1mb", "cburst", "1mb", "prio", "0"],
-            ["class", "add", "dev", dev, "parent", "10:1", "classid", "10:20", "htb", "rate", "5gbit", "ceil",
-             "10gbit", "burst", "1mb", "cburst", "1mb", "prio", "1"],
-            ["qdisc", "add", "dev", dev, "parent", "10:10", "handle", "110:", "bfifo", "limit", "65536"],
-            ["qdisc", "add", "dev", dev, "parent", "10:20", "handle", "120:", "bfifo", "limit", str(bulk)]]
-    pref = 1
-    for proto, match in (("ipv6", "ip6"), ("ip", "ip")):
-        for port in ("3784", "4784"):
-            cmds.append(["filter", "add", "dev", dev, "parent", "10:", "protocol", proto, "prio", str(pref), "u32",
-                         "match", match, "protocol", "17", "0xff", "match", match, "dport", port, "0xffff",
-                         "flowid", "10:10"])
-            pref += 1
-    return cmds
 
 
 def sh(argv, check=True, timeout=120, **kw):
@@ -226,18 +194,10 @@ class Lab(object):
         loaded soak flapped (docs/performance.md, "BFD's margin on this lab"). False: one fifo for all."""
         for nic in self.hosts[host]["nics"]:
             for ns, dev in ((self.netns(host), nic["name"]), (self.netns(self.tor_of(host)), nic["tor_port"])):
-                if not rate:
+                if rate:
+                    LO.shape(ns, dev, LO.rate_bits(rate), control_band=control_band)
+                else:
                     sh(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
-                    continue
-                if not control_band:
-                    sh(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", "256kb",
-                        "latency", "20ms"])
-                    continue
-                sh(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
-                sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", rate,
-                    "burst", "256kb", "latency", "20ms"])
-                for argv in control_band_commands(dev, rate):
-                    sh(["tc", "-n", ns] + argv)
 
     # ---- traffic ---------------------------------------------------------------------------
     def nic_bytes(self, host, direction):

@@ -13,6 +13,10 @@ author:
 description:
   - Link speed is a C(tbf) root qdisc at O(speed) on the ToR port (traffic to the host) and/or on the host NIC
     (traffic to the ToR). The lab kernel has no netem or fq; tbf is what emulates a NIC's line rate.
+  - Under the tbf, BFD control packets (UDP 3784 and 4784) get a strict-priority band and everything else
+    one tail-drop fifo of the tbf's own size, as a switch port queues its control plane's packets apart and
+    a host's fq_codel serves a sparse flow first (O(control_band)). Without it a saturated link drops BFD
+    packets with the bulk.
   - Link state sets the host NIC (the ToR sees carrier loss) or the ToR port administratively up or down.
   - Silent loss is an nftables C(netdev) table on the ToR port, never on the host NIC (in eBPF mode the
     host's tc ingress program runs before the netfilter ingress hook and would bypass a drop there) - an
@@ -50,6 +54,13 @@ options:
     description: tbf latency.
     type: str
     default: 20ms
+  control_band:
+    description:
+      - Give BFD control packets a strict-priority band under the tbf (an htb with two classes, matched by
+        u32 on the UDP destination port). C(false) - one fifo for everything, as a plain tbf.
+      - A speed already set with the other setting is replaced (reports changed).
+    type: bool
+    default: true
   link:
     description: Administrative state of the NIC (or of the ToR port with O(link_side=tor)).
     type: str
@@ -183,6 +194,7 @@ def main():
             speed_direction=dict(type="str", choices=["both", "to_host", "to_tor"], default="both"),
             burst=dict(type="str", default="256kb"),
             latency=dict(type="str", default="20ms"),
+            control_band=dict(type="bool", default=True),
             link=dict(type="str", choices=["up", "down"]),
             link_side=dict(type="str", choices=["host", "tor"], default="host"),
             loss=dict(type="bool"),
@@ -210,7 +222,7 @@ def main():
                 if key == "speed":
                     speed = None if p["speed"].strip().lower() in ("", "none", "off") else p["speed"]
                     out.append(ops.set_speed(lab, p["host"], nic, speed, p["speed_direction"], p["burst"],
-                                             p["latency"], check=module.check_mode))
+                                             p["latency"], check=module.check_mode, control_band=p["control_band"]))
                 elif key == "link":
                     out.append(ops.set_link(lab, p["host"], nic, p["link"] == "up", p["link_side"],
                                             check=module.check_mode))

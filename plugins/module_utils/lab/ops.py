@@ -73,41 +73,105 @@ def _ends(h, n, direction):
 
 
 # ---------------------------------------------------------------- link speed (tbf)
+BFD_PORTS = ("3784", "4784")   # single-hop and multihop BFD control (RFC 5881, RFC 5883)
+
+
+def _qdiscs(ns, dev):
+    return json.loads(run(_in_ns(ns) + ["tc", "-j", "qdisc", "show", "dev", dev])[1] or "[]")
+
+
 def _root_qdisc(ns, dev):
-    out = run(_in_ns(ns) + ["tc", "-j", "qdisc", "show", "dev", dev])[1]
-    for q in json.loads(out or "[]"):
-        if q.get("root"):
-            return q
-    return None
+    return next((q for q in _qdiscs(ns, dev) if q.get("root")), None)
 
 
-def set_speed(lab, host, nic, speed, direction="both", burst="256kb", latency="20ms", check=False):
+def shaping(qdiscs):
+    """(rate in bit/s or None, control band present) from ``tc -j qdisc show dev D``: the rate of a root
+    tbf, and whether the htb of ``control_band_commands`` sits under it."""
+    root = next((q for q in qdiscs if q.get("root")), None)
+    if not root or root.get("kind") != "tbf":
+        return None, False
+    band = any(q.get("kind") == "htb" and q.get("handle") == "10:" and q.get("parent") == "1:1" for q in qdiscs)
+    return int(root.get("options", {}).get("rate", 0)) * 8, band
+
+
+def tbf_fifo_bytes(options):
+    """The queue a tbf keeps by itself (tc sets limit = rate x latency + burst), from its JSON options
+    (rate in bytes/s, burst in bytes, lat in microseconds)."""
+    return int(options["rate"]) * int(options["lat"]) // 1000000 + int(options["burst"])
+
+
+def control_band_commands(dev, fifo_bytes):
+    """tc argv lists (without a namespace prefix) that put an htb with two strict-priority classes under
+    the root tbf 1: of ``dev``: 10:10 for what failure detection runs on - BFD control packets (UDP
+    destination port 3784 or 4784, IPv4 and IPv6), ARP and ICMPv6 (neighbour discovery: the NIC
+    watcher's gateway probes and their answers) - and 10:20 for the rest, in one fifo of ``fifo_bytes``
+    (what the tbf's own queue holds). Both classes are far above any lab line rate, so htb serves them in
+    priority order and the tbf alone shapes. A switch port queues its control plane's packets apart, and
+    a host's fq_codel serves sparse flows such as these first; one tail-drop fifo for everything loses
+    them with the bulk, and a lost probe or BFD packet is a false alarm."""
+    cmds = [["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "htb", "default", "20"],
+            ["class", "add", "dev", dev, "parent", "10:", "classid", "10:1", "htb", "rate", "10gbit", "burst", "1mb",
+             "cburst", "1mb"],
+            ["class", "add", "dev", dev, "parent", "10:1", "classid", "10:10", "htb", "rate", "5gbit", "ceil",
+             "10gbit", "burst", "1mb", "cburst", "1mb", "prio", "0"],
+            ["class", "add", "dev", dev, "parent", "10:1", "classid", "10:20", "htb", "rate", "5gbit", "ceil",
+             "10gbit", "burst", "1mb", "cburst", "1mb", "prio", "1"],
+            ["qdisc", "add", "dev", dev, "parent", "10:10", "handle", "110:", "bfifo", "limit", "65536"],
+            ["qdisc", "add", "dev", dev, "parent", "10:20", "handle", "120:", "bfifo", "limit", str(int(fifo_bytes))]]
+    pref = 1
+    for proto, match in (("ipv6", "ip6"), ("ip", "ip")):
+        for port in BFD_PORTS:
+            cmds.append(["filter", "add", "dev", dev, "parent", "10:", "protocol", proto, "prio", str(pref), "u32",
+                         "match", match, "protocol", "17", "0xff", "match", match, "dport", port, "0xffff",
+                         "flowid", "10:10"])
+            pref += 1
+    cmds.append(["filter", "add", "dev", dev, "parent", "10:", "protocol", "ipv6", "prio", str(pref), "u32",
+                 "match", "ip6", "protocol", "58", "0xff", "flowid", "10:10"])
+    cmds.append(["filter", "add", "dev", dev, "parent", "10:", "protocol", "arp", "prio", str(pref + 1), "u32",
+                 "match", "u32", "0", "0", "flowid", "10:10"])
+    return cmds
+
+
+def shape(ns, dev, rate, burst="256kb", latency="20ms", control_band=True):
+    """Replace the root qdisc of ``dev`` in ``ns`` by tbf ``rate`` (and the control band under it)."""
+    run(_in_ns(ns) + ["tc", "qdisc", "del", "dev", dev, "root"], check=False)
+    run(_in_ns(ns) + ["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", str(rate),
+                      "burst", burst, "latency", latency])
+    if control_band:
+        root = _root_qdisc(ns, dev)
+        for argv in control_band_commands(dev, tbf_fifo_bytes(root["options"])):
+            run(_in_ns(ns) + ["tc"] + argv)
+
+
+def set_speed(lab, host, nic, speed, direction="both", burst="256kb", latency="20ms", check=False, control_band=True):
     """tbf root qdisc at the given rate on the ToR port (traffic to the host) and/or the host NIC
-    (traffic to the ToR); speed None removes the limit."""
+    (traffic to the ToR), BFD control packets in a strict-priority band under it unless ``control_band``
+    is false; speed None removes the limit."""
     _state(lab)
     h, n = nic_ref(lab, host, nic)
     want = rate_bits(speed) if speed else None
     changed, done = False, []
     for ns, dev in _ends(h, n, direction):
-        q = _root_qdisc(ns, dev)
-        have = None
-        if q and q.get("kind") == "tbf":
-            have = int(q.get("options", {}).get("rate", 0)) * 8
+        have, band = shaping(_qdiscs(ns, dev))
         if want is None:
             if have is None:
                 continue
-            cmd = ["tc", "qdisc", "del", "dev", dev, "root"]
+            what = "qdisc del dev %s root" % dev
         else:
-            if have is not None and abs(have - want) <= max(8, want // 1000):
+            if have is not None and abs(have - want) <= max(8, want // 1000) and band == bool(control_band):
                 continue
-            cmd = ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", str(want),
-                   "burst", burst, "latency", latency]
+            what = "qdisc replace dev %s root tbf rate %d burst %s latency %s%s" % (
+                dev, want, burst, latency, " + BFD control band" if control_band else "")
         changed = True
-        done.append("%s/%s: %s" % (ns, dev, " ".join(cmd[1:])))
-        if not check:
-            run(_in_ns(ns) + cmd)
+        done.append("%s/%s: %s" % (ns, dev, what))
+        if check:
+            continue
+        if want is None:
+            run(_in_ns(ns) + ["tc", "qdisc", "del", "dev", dev, "root"])
+        else:
+            shape(ns, dev, want, burst, latency, control_band)
     return {"changed": changed, "actions": done, "host": host, "nic": n["name"], "tor_port": n["tor_port"],
-            "speed_bits": want}
+            "speed_bits": want, "control_band": bool(control_band) if want else None}
 
 
 # ---------------------------------------------------------------- link up/down
