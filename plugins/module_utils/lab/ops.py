@@ -156,7 +156,7 @@ def set_speed(lab, host, nic, speed, direction="both", burst="256kb", latency="2
         if want is None:
             if have is None:
                 continue
-            what = "qdisc del dev %s root" % dev
+            what = "qdisc del dev %s root" % (dev,)
         else:
             if have is not None and abs(have - want) <= max(8, want // 1000) and band == bool(control_band):
                 continue

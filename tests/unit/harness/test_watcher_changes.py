@@ -5,7 +5,7 @@ import pytest
 
 from labkit import gray_stack as GS
 
-JOURNAL = """1795675500.100000 mns-r1-h2 python3[412]: 07:01:40 gray-failure detection: ebpf mode, probe every 50 ms x 3, hold-down 1.0 s (NICs eth0,eth1,eth2,eth3)
+JOURNAL = """1795675500.100000 mns-r1-h2 python3[412]: 07:01:40 gray-failure detection: ebpf mode, probe every 50 ms x 3, hold-down 1.0 s
 1795675600.250000 mns-r1-h2 python3[412]: 07:03:20 egress set: eth0 OUT (gateway neighbour FAILED)
 1795675600.260000 mns-r1-h2 python3[412]: 07:03:20 egress set: out=eth0
 1795675601.300000 mns-r1-h2 python3[412]: 07:03:21 egress set: eth0 back IN (held down 1.0 s, gateway reachable)
