@@ -13,10 +13,10 @@ author:
 description:
   - Link speed is a C(tbf) root qdisc at O(speed) on the ToR port (traffic to the host) and/or on the host NIC
     (traffic to the ToR). The lab kernel has no netem or fq; tbf is what emulates a NIC's line rate.
-  - Under the tbf, BFD control packets (UDP 3784 and 4784) get a strict-priority band and everything else
-    one tail-drop fifo of the tbf's own size, as a switch port queues its control plane's packets apart and
-    a host's fq_codel serves a sparse flow first (O(control_band)). Without it a saturated link drops BFD
-    packets with the bulk.
+  - Under the tbf, what failure detection runs on - BFD control packets (UDP 3784 and 4784), ARP and ICMPv6
+    (neighbour discovery) - gets a strict-priority band and everything else one tail-drop fifo of the tbf's
+    own size, as a switch port queues its control plane's packets apart and a host's fq_codel serves sparse
+    flows first (O(control_band)). Without it a saturated link drops them with the bulk.
   - Link state sets the host NIC (the ToR sees carrier loss) or the ToR port administratively up or down.
   - Silent loss is an nftables C(netdev) table on the ToR port, never on the host NIC (in eBPF mode the
     host's tc ingress program runs before the netfilter ingress hook and would bypass a drop there) - an
@@ -56,8 +56,8 @@ options:
     default: 20ms
   control_band:
     description:
-      - Give BFD control packets a strict-priority band under the tbf (an htb with two classes, matched by
-        u32 on the UDP destination port). C(false) - one fifo for everything, as a plain tbf.
+      - Give BFD control packets, ARP and ICMPv6 a strict-priority band under the tbf (an htb with two
+        classes, matched by u32). C(false) - one fifo for everything, as a plain tbf.
       - A speed already set with the other setting is replaced (reports changed).
     type: bool
     default: true

@@ -224,11 +224,11 @@ def _set_links(fab, host, idx, state):
         H.sh(["ip", "-n", host.ns, "link", "set", host.nics[k], state])
 
 
-def _four_flows(fab, host, port):
-    """4 greedy TCP flows container (slot 1) -> storage, v6, 3 s: ToR-port byte shares."""
+def _four_flows(fab, host, port, flows=4):
+    """``flows`` (4) greedy TCP flows container (slot 1) -> storage, v6, 3 s: ToR-port byte shares."""
     b0 = tor_rx(fab, host)
     srv = fab.iperf_server(fab.sto, port)
-    cli = fab.spawn(host.slot_ns(1), ["iperf3", "-c", H.STO6, "-p", str(port), "-P", "4", "-t", "3", "--json"])
+    cli = fab.spawn(host.slot_ns(1), ["iperf3", "-c", H.STO6, "-p", str(port), "-P", str(flows), "-t", "3", "--json"])
     out, err = cli.communicate(timeout=40)
     srv.wait(10)
     res = json.loads(out)
@@ -240,7 +240,7 @@ def _four_flows(fab, host, port):
 @pytest.mark.parametrize("policy", ["hash", "least_loaded"])
 def test_numa_preference_local_nics_first_spill_when_down(fabric, policy):
     """NUMA preference (issue 14 item 3): eth0/eth1 on node 0, eth2/eth3 on node 1, slot 1's workload
-    on node 0. 4 greedy TCP flows: the local NICs carry the traffic (>= 97 % of the bytes at the ToR
+    on node 0. Greedy TCP flows (hash 16, least_loaded 4): the local NICs carry the traffic (>= 97 % of the bytes at the ToR
     ports; without the preference hash and least_loaded both use all four NICs, see the tests above).
     Both local NICs down: the flows spill to the remote ones. least_loaded with one local NIC down and
     numa_spill_flows 1: the local NIC is saturated as soon as it leads the remote ones by one active
@@ -253,8 +253,11 @@ def test_numa_preference_local_nics_first_spill_when_down(fabric, policy):
     assert out["changes"], "the preference must change the map"
     local, remote = (n[0], n[1]), (n[2], n[3])
     got = {}
+    # hash spreads flows over the local NICs by flow hash: with 4 flows all land on one of them 1 run in 8,
+    # with 16 flows 1 in 32,768 (least_loaded places them in turn; its spill case below counts on 4)
+    flows = 16 if policy == "hash" else 4
     try:
-        sh, rate = _four_flows(fabric, host, 5241)
+        sh, rate = _four_flows(fabric, host, 5241, flows)
         got["up"] = sh
         _set_links(fabric, host, (0, 1), "down")
         got["local_down"], rate_down = _four_flows(fabric, host, 5242)
@@ -270,7 +273,7 @@ def test_numa_preference_local_nics_first_spill_when_down(fabric, policy):
         policy, dict((k, {x: round(y, 3) for x, y in sorted(v.items())}) for k, v in got.items()), rate, rate_down))
     up = got["up"]
     assert up[local[0]] + up[local[1]] >= 0.97, "local NICs must carry the traffic: %s" % up
-    assert min(up[local[0]], up[local[1]]) >= 0.2, "both local NICs used: %s" % up
+    assert min(up[local[0]], up[local[1]]) >= (0.2 if flows == 4 else 0.04), "both local NICs used: %s" % up
     down = got["local_down"]
     assert down[remote[0]] + down[remote[1]] >= 0.97, "no local NIC usable: spill to the remote ones: %s" % down
     if policy == "least_loaded":
