@@ -187,9 +187,10 @@ class Lab(object):
 
     def tbf(self, host, rate, control_band=True):
         """tbf rate R burst 256kb latency 20ms on the host NIC and the ToR port (lab_link speed); None removes.
-        control_band (default): BFD control packets (UDP 3784/4784) get a strict-priority band inside the
-        tbf, as a switch port's control-plane queue (or a host's fq_codel, which serves sparse flows first)
-        gives them; the rest shares one fifo of the size tbf's own would have (rate x 20 ms + burst).
+        control_band (default): BFD control packets (UDP 3784/4784), ARP and ICMPv6 get a strict-priority
+        band inside the tbf, as a switch port's control-plane queue (or a host's fq_codel, which serves sparse
+        flows first) gives them; the rest shares one fifo of the size tbf's own would have (rate x 20 ms +
+        burst). Built by the lab module_utils (ops.shape), as lab_link speed.
         Without it the saturated links tail-drop BFD packets with the bulk, ~1 in 1,000, and at 50 ms x 3 a
         loaded soak flapped (docs/performance.md, "BFD's margin on this lab"). False: one fifo for all."""
         for nic in self.hosts[host]["nics"]:
