@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -152,5 +153,20 @@ def test_kills_a_stopped_parent_for_real(host, tmp_path):
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
     assert rc == -signal.SIGKILL
-    st = json.load(open(cfg["status_file"]))
+    # the helper writes its status after the kill, on its way out: wait for that write (not a timing bound)
+    st = _status_after_fire(cfg["status_file"], deadline=time.monotonic() + 10)
     assert st["watchdog"]["fired"]["pid"] == proc.pid and st["announced_prefixes"] == []
+
+
+def _status_after_fire(path, deadline):
+    """The status file once it records the watchdog firing (or the last one read at the deadline)."""
+    st = {}
+    while True:
+        try:
+            with open(path) as f:
+                st = json.load(f)
+        except (OSError, ValueError):
+            pass  # not written yet, or caught mid-replace
+        if (st.get("watchdog") or {}).get("fired") or time.monotonic() > deadline:
+            return st
+        time.sleep(0.05)
