@@ -742,7 +742,8 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--hold", type=float, default=2.0, help="seconds a loss fault stays on")
     ap.add_argument("--nic", type=int, default=1, help="NIC index of mns-r1-h2 to fault")
-    ap.add_argument("--soak", type=float, default=0, help="loaded soak of this many seconds: alone with --runs 0, else on the first mode's lab after its matrix")
+    ap.add_argument("--soak", type=float, default=0,
+                    help="loaded soak of this many seconds: alone with --runs 0, else on the first mode's lab after its matrix")
     ap.add_argument("--chunk", type=int, default=60, help="iperf3 run length during the soak")
     ap.add_argument("--baseline", type=int, default=0,
                     help="per mode, after its faults: this many runs of the same traffic with no fault")
