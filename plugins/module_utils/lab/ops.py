@@ -80,14 +80,18 @@ def _qdiscs(ns, dev):
     return json.loads(run(_in_ns(ns) + ["tc", "-j", "qdisc", "show", "dev", dev])[1] or "[]")
 
 
+def _root(qdiscs):
+    return next((q for q in qdiscs if q.get("root")), None)
+
+
 def _root_qdisc(ns, dev):
-    return next((q for q in _qdiscs(ns, dev) if q.get("root")), None)
+    return _root(_qdiscs(ns, dev))
 
 
 def shaping(qdiscs):
     """(rate in bit/s or None, control band present) from ``tc -j qdisc show dev D``: the rate of a root
     tbf, and whether the htb of ``control_band_commands`` sits under it."""
-    root = next((q for q in qdiscs if q.get("root")), None)
+    root = _root(qdiscs)
     if not root or root.get("kind") != "tbf":
         return None, False
     band = any(q.get("kind") == "htb" and q.get("handle") == "10:" and q.get("parent") == "1:1" for q in qdiscs)
@@ -145,8 +149,8 @@ def shape(ns, dev, rate, burst="256kb", latency="20ms", control_band=True):
 
 def set_speed(lab, host, nic, speed, direction="both", burst="256kb", latency="20ms", check=False, control_band=True):
     """tbf root qdisc at the given rate on the ToR port (traffic to the host) and/or the host NIC
-    (traffic to the ToR), BFD control packets in a strict-priority band under it unless ``control_band``
-    is false; speed None removes the limit."""
+    (traffic to the ToR), BFD control packets, ARP and ICMPv6 in a strict-priority band under it unless
+    ``control_band`` is false; speed None removes the limit."""
     _state(lab)
     h, n = nic_ref(lab, host, nic)
     want = rate_bits(speed) if speed else None
@@ -161,7 +165,7 @@ def set_speed(lab, host, nic, speed, direction="both", burst="256kb", latency="2
             if have is not None and abs(have - want) <= max(8, want // 1000) and band == bool(control_band):
                 continue
             what = "qdisc replace dev %s root tbf rate %d burst %s latency %s%s" % (
-                dev, want, burst, latency, " + BFD control band" if control_band else "")
+                dev, want, burst, latency, " + control band (BFD, ARP, ICMPv6)" if control_band else "")
         changed = True
         done.append("%s/%s: %s" % (ns, dev, what))
         if check:

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """The lab's shaped links (lab_link speed, labkit.stack_lab.Lab.tbf): the tc commands that give BFD
-control packets a strict-priority band under a link's tbf, and how the current shaping is read back."""
+control packets, ARP and ICMPv6 a strict-priority band under a link's tbf, and how the current shaping is read back."""
 import pytest
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
