@@ -20,9 +20,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".build"))
 
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_store import write_plan  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import add_rack, load_topology  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.store import write_plan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import add_rack, load_topology  # noqa: E402
 
 SCENARIOS = {
     # Meta's 100K-GPU region: 5 buildings x 4 halls x 2 AI zones = 8 zones/building, 252 racks/zone,

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", ".build"))
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan, plan_topology  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan, plan_topology  # noqa: E402
 
 
 def region(buildings=5, zones=8, racks=252, nics=4, slots=8):

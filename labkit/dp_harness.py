@@ -22,8 +22,8 @@ from labkit import REPO as ROOT, ensure_collection_importable
 HERE = os.path.dirname(os.path.abspath(__file__))
 ensure_collection_importable()
 
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bpf as bpfmod  # noqa: E402
 
 PY = os.path.join(ROOT, ".venv/bin/python")

@@ -29,8 +29,8 @@ from labkit import REPO, ensure_collection_importable
 
 ensure_collection_importable()
 
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render  # noqa: E402
 
 VENV = os.path.join(REPO, ".venv")

@@ -121,8 +121,8 @@ class Lab(object):
         import sys
         if sys_path not in sys.path:
             sys.path.insert(0, sys_path)
-        from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
-        from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
+        from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
+        from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
         with open(TOPOLOGY) as f:
             topo = load_topology(yaml.safe_load(f), TOPOLOGY)
         plan = FabricPlan(topo).allocate()

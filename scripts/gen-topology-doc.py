@@ -1,4 +1,4 @@
-"""Regenerate the key tables of docs/topology.md from the schema in plugins/module_utils/topology.py.
+"""Regenerate the key tables of docs/topology.md from the schema in plugins/module_utils/plan/topology.py.
 
   .venv/bin/python scripts/gen-topology-doc.py          # rewrite the tables in place
   .venv/bin/python scripts/gen-topology-doc.py --check  # exit 1 if the doc is stale (used by tests)
@@ -9,7 +9,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".build"))
 
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import SCHEMA  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import SCHEMA  # noqa: E402
 
 BEGIN = "<!-- BEGIN GENERATED KEY TABLES (scripts/gen-topology-doc.py) -->"
 END = "<!-- END GENERATED KEY TABLES -->"

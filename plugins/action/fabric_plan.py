@@ -12,7 +12,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError, PlanChangedError
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import run_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import run_plan
 from ansible_collections.netscale.multinic.plugins.modules.fabric_plan import ARGUMENT_SPEC
 
 

@@ -16,9 +16,9 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy import build_fabric_configs
-from ansible_collections.netscale.multinic.plugins.module_utils.md5_placeholders import with_placeholders
+from ansible_collections.netscale.multinic.plugins.module_utils.frr.key_placeholders import with_placeholders
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact, write_if_changed
 from ansible_collections.netscale.multinic.plugins.modules.tor_render import ARGUMENT_SPEC
 

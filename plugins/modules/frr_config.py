@@ -103,8 +103,8 @@ import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.md5_placeholders import fill_placeholders  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.frr.key_placeholders import fill_placeholders  # noqa: E402
 
 
 def main():

@@ -111,8 +111,8 @@ max_prefix_tripped:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
-from ansible_collections.netscale.multinic.plugins.module_utils import frr_state  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.frr_apply import FrrTarget  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.frr import state as frr_state  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.frr.apply import FrrTarget  # noqa: E402
 
 
 def main():

@@ -87,8 +87,8 @@ scope:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_store import dump_yaml, load_yaml, plan_artifacts
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.store import dump_yaml, load_yaml, plan_artifacts
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import scope as scope_mod
 
 

@@ -16,7 +16,7 @@ import os
 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bpf as datapath_bpf
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as datapath_spec
-from ansible_collections.netscale.multinic.plugins.module_utils.frr_state import split_json_stream
+from ansible_collections.netscale.multinic.plugins.module_utils.frr.state import split_json_stream
 from ansible_collections.netscale.multinic.plugins.module_utils.gates import builtin
 from ansible_collections.netscale.multinic.plugins.module_utils.gates.engine import MeasurementError
 

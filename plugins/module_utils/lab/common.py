@@ -12,7 +12,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.lab.section impo
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.spec import LabSpec
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import plan_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plan_topology
 
 
 def load_yaml(path):

@@ -70,9 +70,9 @@ class LabInventory(object):
 def fabric_view(topo_data, path):
     """The inventory of a topology file as the fabric inventory plugin yields it (groups and hosts with
     their variables, lab connections included): ``topo_data`` is the file's parsed content."""
-    from ansible_collections.netscale.multinic.plugins.module_utils.inventory_model import build_inventory
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.inventory_model import build_inventory
     from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import STATE_DIR_OPTION
-    from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import plan_topology
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plan_topology
 
     topo_data = _plain(topo_data)
     plan = plan_topology(topo_data, source=path)

@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import labsnap  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology  # noqa: E402
 
 
 def _plan():

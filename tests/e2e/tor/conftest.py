@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from tor_harness import TorLab, wait_for  # noqa: E402
 
-from ansible_collections.netscale.multinic.plugins.module_utils import frr_state  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.frr import state as frr_state  # noqa: E402
 
 MD5 = {"lab-r1-h1": "mnt-lab-key-h1", "lab-r1-h2": "mnt-lab-key-h2"}
 

@@ -12,7 +12,8 @@ import time
 
 from tor_harness import sh, wait_for
 
-from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply, frr_state, tor_policy
+from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
+from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply, state as frr_state
 
 TOR = "lab-r1-tor"
 SPINE = "lab-spine1"
@@ -241,8 +242,8 @@ def test_check_mode_diff_against_changed_plan_changes_nothing(torlab):
 
     import yaml
 
-    from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-    from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
     from tor_harness import LAB_FABRIC
 
     with open(LAB_FABRIC) as fh:

@@ -22,9 +22,10 @@ import subprocess
 import time
 import uuid
 
-from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply, tor_policy
+from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
+from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 LAB_FABRIC = os.path.join(REPO, "inventories", "lab", "fabric.yml")

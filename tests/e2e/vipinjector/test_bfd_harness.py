@@ -18,7 +18,7 @@ import pytest
 
 from labkit.mnv_harness import Harness, sh
 
-from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply
+from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply
 
 pytestmark = pytest.mark.e2e
 

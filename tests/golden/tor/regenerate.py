@@ -15,7 +15,7 @@ REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan  # noqa: E402
 
 # Fake keys (test fixtures, not secrets): they show where the per-host key lands.
 CASES = {

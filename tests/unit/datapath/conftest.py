@@ -4,8 +4,8 @@
 import pytest
 import yaml
 
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,7 @@ def test_core_never_imports_the_lab():
 
 
 def test_core_topology_has_no_lab_attribute():
-    from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
     plan = load_plan(os.path.join(ROOT, "inventories", "lab", "fabric.yml"))
     assert not hasattr(plan.topo, "lab")
     assert set(plan.topo.addons) == {"lab"}

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import TopologyError
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import run_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import run_plan
 
 from fabrics import small
 

@@ -2,9 +2,9 @@
 import json
 import os
 
-from ansible_collections.netscale.multinic.plugins.module_utils.inventory_model import build_inventory
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.inventory_model import build_inventory
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import LabInventory
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 
 from fabrics import load_example
 

@@ -4,9 +4,9 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.netscale.multinic.plugins.module_utils import plan_store
+from ansible_collections.netscale.multinic.plugins.module_utils.plan import store as plan_store
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import PlanChangedError
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import run_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import run_plan
 
 from fabrics import small
 
@@ -122,8 +122,8 @@ def test_failure_while_writing_leaves_previous_plan_intact(tmp_path, monkeypatch
 
 
 def test_incremental_rack_replan(tmp_path):
-    from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-    from ansible_collections.netscale.multinic.plugins.module_utils.topology import add_rack, load_topology
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import add_rack, load_topology
 
     data = small()
     dest = str(tmp_path / "intended")
@@ -140,8 +140,8 @@ def test_incremental_rack_replan(tmp_path):
 
 
 def test_yaml_emitter_round_trips_plan_data():
-    from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-    from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 
     topo = load_topology(small(), "t")
     plan = FabricPlan(topo)

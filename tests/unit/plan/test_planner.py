@@ -3,8 +3,8 @@ import ipaddress
 
 import pytest
 
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan, _cover, clog2
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan, _cover, clog2
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 
 from fabrics import load_example, small
 

@@ -5,8 +5,8 @@ import ipaddress
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 
 CAP = {"buildings": 3, "zones": 2, "racks": 5, "hosts": 3, "nics": 8, "task_slots": 3, "spines": 2}
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

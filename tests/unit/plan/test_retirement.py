@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import plan_topology, run_plan
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_store import RetirementError, load_retired
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plan_topology, run_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.store import RetirementError, load_retired
 
 from fabrics import small
 

@@ -17,8 +17,8 @@ import yaml
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import plan_topology, run_plan
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_store import load_yaml
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plan_topology, run_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.store import load_yaml
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as jr
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import scope as sc
 from ansible_collections.netscale.multinic.plugins.modules import rollout_scope

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply
+from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
-from ansible_collections.netscale.multinic.plugins.module_utils.md5_placeholders import (
+from ansible_collections.netscale.multinic.plugins.module_utils.frr.key_placeholders import (
     fill_placeholders, placeholder_names, with_placeholders)
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_job import load_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
 
 import os
 
@@ -48,7 +48,7 @@ def test_any_keys_round_trip(keys):
 
 
 def test_saved_frr_configs_are_made_owner_only(tmp_path):
-    from ansible_collections.netscale.multinic.plugins.module_utils.frr_apply import tighten_config_modes
+    from ansible_collections.netscale.multinic.plugins.module_utils.frr.apply import tighten_config_modes
 
     for name, mode in (("frr.conf", 0o640), ("frr.conf.sav", 0o644), ("daemons", 0o640)):
         p = tmp_path / name

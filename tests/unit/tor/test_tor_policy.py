@@ -11,9 +11,10 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.netscale.multinic.plugins.module_utils import frr_apply, frr_state, tor_policy
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
+from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply, state as frr_state
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 GOLDEN = os.path.join(REPO, "tests", "golden", "tor")

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import bfd, render
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

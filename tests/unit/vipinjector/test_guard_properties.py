@@ -17,8 +17,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import guard, render
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

@@ -7,8 +7,8 @@ import shutil
 import pytest
 import yaml
 
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import guard as rt
 

@@ -8,8 +8,8 @@ import yaml
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 from ansible_collections.netscale.multinic.plugins.modules import vipinjector_instance
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import re
 
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
 
 _GROUP_RE = re.compile(r"[^A-Za-z0-9_]")
 

@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - PyYAML ships with ansible-core on ever
     HAS_YAML = False
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import InputProblem, MultinicError, PlanChangedError
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import fmt_net
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import fmt_net
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import StagedWrite
 
 if HAS_YAML:

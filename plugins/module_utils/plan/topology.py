@@ -536,7 +536,7 @@ def _check_host(h, hdata, hpath, capacity, out):
 
 def _check_pins(topo, out):
     """Pinned prefixes must have the level's length, lie inside their parent and not collide."""
-    from ansible_collections.netscale.multinic.plugins.module_utils.planner import infra_layouts_for, layouts_for
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import infra_layouts_for, layouts_for
 
     try:
         layouts = layouts_for(topo)

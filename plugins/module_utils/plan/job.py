@@ -18,9 +18,9 @@ try:
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core on every controller
     HAS_YAML = False
 
-from ansible_collections.netscale.multinic.plugins.module_utils.plan_store import write_plan
-from ansible_collections.netscale.multinic.plugins.module_utils.planner import FabricPlan
-from ansible_collections.netscale.multinic.plugins.module_utils.topology import load_topology
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.store import write_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 
 
 def read_topology_file(path):
