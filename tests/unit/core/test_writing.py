@@ -101,8 +101,11 @@ def test_file_install_compares_writes_in_order_and_is_idempotent(tmp_path, monke
     assert not folder.exists(), "check mode wrote"
     written = []
     real = writing.atomic_write
-    monkeypatch.setattr(writing, "atomic_write", lambda path, *a, **kw: (written.append(os.path.basename(path)),
-                                                                          real(path, *a, **kw)))
+
+    def recording(path, *args, **kwargs):
+        written.append(os.path.basename(path))
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(writing, "atomic_write", recording)
     plan.install(order=("b.conf", "a.json"))
     assert written == ["b.conf", "a.json"]
     assert stat.S_IMODE(folder.stat().st_mode) == 0o755
