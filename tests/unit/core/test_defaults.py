@@ -569,6 +569,18 @@ def test_detection_defaults_come_from_health():
     assert not problems, "\n".join(problems)
 
 
+def test_bfd_runtime_dir_is_one_place():
+    """The BFD responders' runtime directory: the watcher's default (health.py), the responder renderer's
+    (vipinjector/bfd.py) and the role's unit templates (systemd %t = /run) name the same directory."""
+    assert health.DEFAULTS["bfd_dir"] == vip_bfd.DEFAULTS["runtime_dir"]
+    assert health.DEFAULTS["bfd_dir"].startswith("/run/")
+    unit_dir = "%t/" + health.DEFAULTS["bfd_dir"][len("/run/"):] + "/slot%i"
+    for unit in ("netscale-vipinjector-bfd@.service.j2", "netscale-vipinjector-zebra@.service.j2"):
+        with open(os.path.join(ROOT, "roles", "vipinjector", "templates", unit)) as handle:
+            text = handle.read()
+        assert unit_dir in text and not re.search(r"%t/netscale-vipinjector-bfd\b(?!/slot%i)", text), unit
+
+
 # ---------------------------------------------------------------------------------------------- the checker
 
 
