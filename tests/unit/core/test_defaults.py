@@ -177,6 +177,11 @@ CORE_CHOICES = {
     ("vipinjector_instance", "options.log_level"): vip_render._LOG_LEVELS,  # pylint: disable=protected-access
 }
 
+# Ansible's role argument check validates the role's defaults too, and a null value fails a list of
+# choices ("must be one of: ipv4, ipv6, got: None"): a variable whose default is null declares no choices in
+# meta/argument_specs.yml (nor in the README's type column) and leaves them to the module it reaches.
+NULL_WITH_CHOICES = "a null default fails the role's own argument check when the variable declares choices"
+
 NONE = object()       # no default
 COMPUTED = object()   # README: a default in words, computed from other variables
 
@@ -367,7 +372,9 @@ def compare_with_module(role, var, opt, module_option, problems):
     role_choices = opt.get("choices")
     if (role, var) in OMIT_EMPTY and role_choices is not None:
         role_choices = [c for c in role_choices if c != ""]
-    if not same_choices(role_choices, mod_choices):
+    if role_choices is None and opt.get("default") is None and mod_choices is not None:
+        pass  # a null default cannot carry choices in a role's argument spec (see NULL_WITH_CHOICES); the module checks
+    elif not same_choices(role_choices, mod_choices):
         problems.append("%s choices %r != %s choices %r" % (where, role_choices, module_option, mod_choices))
     if mod_sub or opt.get("options"):
         subs = opt.get("options") or {}
@@ -498,6 +505,9 @@ def test_role_places_agree(role):
             problems.append("%s default %s != README.md default %s" % (where, _show(default), _show(row["default"])))
         if not same_choices(row["choices"], choices):
             problems.append("%s choices %r != README.md choices %r" % (where, choices, row["choices"]))
+        if choices is not None and default is None and not opt.get("required"):
+            problems.append("%s choices %r with a null default: %s. Fix: drop the choices (the module checks them)"
+                            % (where, choices, NULL_WITH_CHOICES))
         # suboption defaults named in the description: `key` (value
         subs = dict((k, v.get("default", NONE)) for k, v in (opt.get("options") or {}).items())
         if not subs and var in MAPPING.get(role, {}):
@@ -590,8 +600,9 @@ def test_checker_finds_a_drifted_default_and_choices():
     problems = []
     compare_with_module("host_datapath", "host_datapath_ebpf", {"type": "bool", "default": False},
                         "multinic_datapath:ebpf", problems)
-    compare_with_module("host_datapath", "host_datapath_mptcp_families", {"type": "list", "elements": "str"},
-                        "multinic_datapath:mptcp_families", problems)
+    compare_with_module("host_datapath", "host_datapath_egress_policy", {"type": "str", "default": "hash",
+                                                                          "choices": ["hash"]},
+                        "multinic_datapath:egress_policy", problems)
     sub = dict((k, {"default": v}) for k, v in health.DEFAULTS.items())
     sub["interval_ms"] = {"default": 50}
     compare_with_module("host_datapath", "host_datapath_detection", {"type": "dict", "default": {}, "options": sub},
@@ -602,7 +613,7 @@ def test_checker_finds_a_drifted_default_and_choices():
                         "vipinjector_instance:options.path_check", problems)
     assert len(problems) == 5, problems
     assert "host_datapath_ebpf" in problems[0] and "False" in problems[0] and "True" in problems[0]
-    assert "choices None" in problems[1] and "ipv4" in problems[1]
+    assert "choices ['hash']" in problems[1] and "least_loaded" in problems[1]
     assert "host_datapath_detection.interval_ms default 50" in problems[2] and "100" in problems[2]
     assert "OVERRIDES" in problems[3]
     assert "fall" in problems[4]
