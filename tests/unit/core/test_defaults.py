@@ -600,9 +600,9 @@ def test_checker_finds_a_drifted_default_and_choices():
     problems = []
     compare_with_module("host_datapath", "host_datapath_ebpf", {"type": "bool", "default": False},
                         "multinic_datapath:ebpf", problems)
-    compare_with_module("host_datapath", "host_datapath_egress_policy", {"type": "str", "default": "hash",
-                                                                          "choices": ["hash"]},
-                        "multinic_datapath:egress_policy", problems)
+    narrowed = {"type": "str", "default": "hash", "choices": ["hash"]}
+    compare_with_module("host_datapath", "host_datapath_egress_policy", narrowed, "multinic_datapath:egress_policy",
+                        problems)
     sub = dict((k, {"default": v}) for k, v in health.DEFAULTS.items())
     sub["interval_ms"] = {"default": 50}
     compare_with_module("host_datapath", "host_datapath_detection", {"type": "dict", "default": {}, "options": sub},
