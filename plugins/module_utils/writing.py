@@ -6,7 +6,9 @@
 Every writer (plan store, rendered configs, reports, snapshots, journals, sidecar files, lab state,
 datapath state) goes through :func:`atomic_write` / :class:`StagedWrite`, and everything that can
 carry a key (a config, a diff, tool output, a structured record) goes through :func:`redact` before
-it is returned, logged or written where a key does not belong. No Ansible imports.
+it is returned, logged or written where a key does not belong. Modules that install a directory of
+rendered files (read what is there, compare, write atomically with mode and owner, diff before/after,
+check mode) use :class:`FileInstall` and :func:`remove_dir`. No Ansible imports.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import tempfile
 
 REDACTED = "<redacted>"
@@ -103,6 +106,86 @@ def write_if_changed(path, text, mode=0o644, check_mode=False, owner=None):
     if not check_mode:
         atomic_write(path, text, mode=mode, owner=owner)
     return True
+
+
+def read_text(path):
+    """The text of ``path``, or None when there is none to read (missing, unreadable)."""
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+class FileInstall(object):
+    """Install-if-changed of the files of one directory (a sidecar's or a responder's configuration).
+
+    ``files``: {name: (text, mode)}. ``owner``: (uid, gid) to give the files, or None to leave them to
+    the writing process. ``check_owner``: the (uid, gid) an installed file must have, a None element
+    not checked (default ``owner``). ``secrets``: literals hidden in the diff (e.g. the old and new key).
+
+    Built, it has compared every file with what is installed (nothing written yet), so a caller can
+    validate the new content before :meth:`install`:
+
+    - ``changed``: {path: whether the file must be written} (content, mode or owner differs, or missing),
+      in name order;
+    - ``diff``: one ``{before_header, after_header, before, after}`` per file whose content differs,
+      in name order, redacted;
+    - ``any_changed``: whether anything must be written.
+    """
+
+    def __init__(self, folder, files, owner=None, check_owner=None, secrets=()):
+        self.folder = folder
+        self.files = dict(files)
+        self.owner = owner
+        check_owner = owner if check_owner is None else check_owner
+        self.changed = {}
+        self.diff = []
+        for name in sorted(self.files):
+            text, mode = self.files[name]
+            path = os.path.join(folder, name)
+            old = read_text(path)
+            ok = old == text
+            if ok:
+                st = os.stat(path)
+                ok = (st.st_mode & 0o7777) == mode and (check_owner is None or all(
+                    want is None or have == want for have, want in zip((st.st_uid, st.st_gid), check_owner)))
+            self.changed[path] = not ok
+            if old != text:
+                self.diff.append({"before_header": path, "after_header": path,
+                                  "before": redact(old or "", secrets), "after": redact(text, secrets)})
+
+    @property
+    def any_changed(self):
+        return any(self.changed.values())
+
+    def install(self, order=None, check_mode=False):
+        """Write every changed file atomically (its mode and owner set before it appears), in ``order``
+        (names; default name order; e.g. the file a restart loads last). Creates the directory (0755)
+        when missing. In check mode writes nothing. Returns ``changed``."""
+        if check_mode or not self.any_changed:
+            return self.changed
+        if not os.path.isdir(self.folder):
+            os.makedirs(self.folder, 0o755)
+        for name in (order or sorted(self.files)):
+            path = os.path.join(self.folder, name)
+            if self.changed[path]:
+                text, mode = self.files[name]
+                atomic_write(path, text, mode=mode, owner=self.owner, makedirs=False)
+        return self.changed
+
+
+def remove_dir(folder, check_mode=False):
+    """Remove ``folder`` and everything in it (state=absent of an installed directory).
+
+    Returns (changed, {path: True} of the files it held, diff); unchanged when it does not exist.
+    In check mode nothing is removed."""
+    if not os.path.isdir(folder):
+        return False, {}, None
+    files = dict((os.path.join(folder, name), True) for name in sorted(os.listdir(folder)))
+    if not check_mode:
+        shutil.rmtree(folder)
+    return True, files, {"before": "%s present\n" % folder, "after": ""}
 
 
 class StagedWrite(object):

@@ -105,7 +105,7 @@ options:
         responders (FRR bfdd control sockets C(<bfd_dir>/slot<s>/bfdd.sock)) - a NIC whose BFD sessions that
         have been Up are all Down leaves the egress set at once and stays out until one is Up again, then
         the same hold-down and dampening apply. A session that never came up never takes a NIC out.
-      - Unset keys take the defaults shown.
+      - Unset keys take the defaults shown (those of C(plugins/module_utils/datapath/health.py) C(DEFAULTS)).
     type: dict
     suboptions:
       enabled:
@@ -247,6 +247,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import core, spec as datapath_spec
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import facts as datapath_facts
+from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 
 
 def _numa(p):
@@ -278,19 +279,9 @@ def main():
             state_dir=dict(type="path", default="/var/lib/netscale-multinic"),
             sysctl_file=dict(type="path", default="/etc/sysctl.d/90-netscale-multinic.conf"),
             bpffs_root=dict(type="path", default="/sys/fs/bpf"),
-            detection=dict(type="dict", options=dict(
-                enabled=dict(type="bool", default=True),
-                interval_ms=dict(type="int", default=100),
-                multiplier=dict(type="int", default=3),
-                hold_down=dict(type="float", default=1.0),
-                penalty=dict(type="int", default=1000),
-                suppress=dict(type="int", default=2000),
-                reuse=dict(type="int", default=1000),
-                half_life=dict(type="float", default=2.0),
-                max_penalty=dict(type="int", default=4000),
-                bfd=dict(type="bool", default=True),
-                bfd_dir=dict(type="path", default="/run/netscale-vipinjector-bfd"),
-            )),
+            # types and defaults from datapath/health.py (DEFAULTS, the one source; DOCUMENTATION is checked
+            # against it by tests/unit/core/test_defaults.py)
+            detection=dict(type="dict", options=health.option_spec()),
         ),
         supports_check_mode=True)
     p = module.params

@@ -102,22 +102,14 @@ units:
 
 import grp
 import os
-import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.bfd import BfdRenderError, render_bfd
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import FileInstall, remove_dir
 
 MODE = 0o640
-
-
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
+WRITE_ORDER = ("zebra.conf", "bfdd.conf")
 
 
 def main():
@@ -142,13 +134,11 @@ def main():
     units = ["netscale-vipinjector-zebra@%d.service" % slot, "netscale-vipinjector-bfd@%d.service" % slot]
     result = dict(changed=False, config_dir=cdir, units=units, files={})
     if p["state"] == "absent":
-        if os.path.isdir(cdir):
-            result["changed"] = True
-            result["files"] = dict((os.path.join(cdir, n), True) for n in sorted(os.listdir(cdir)))
+        changed, files, diff = remove_dir(cdir, check_mode=module.check_mode)
+        if changed:
+            result.update(changed=True, files=files)
             if module._diff:
-                result["diff"] = {"before": "%s present\n" % cdir, "after": ""}
-            if not module.check_mode:
-                shutil.rmtree(cdir)
+                result["diff"] = diff
         module.exit_json(**result)
     try:
         gid = grp.getgrnam(p["group"]).gr_gid
@@ -157,28 +147,13 @@ def main():
                              "frr creates user and group frr) or set group" % (p["group"], p["group"]), **result)
     owner = (0, gid) if os.geteuid() == 0 else None
     result["peers"] = r["model"]["peers"]
-    diffs = []
-    for name, text in sorted(r["files"].items()):
-        path = os.path.join(cdir, name)
-        old = _read(path)
-        ok = old == text
-        if ok:
-            st = os.stat(path)
-            ok = (st.st_mode & 0o7777) == MODE and (owner is None or (st.st_uid, st.st_gid) == owner)
-        result["files"][path] = not ok
-        if old != text:
-            diffs.append({"before_header": path, "after_header": path, "before": old or "", "after": text})
-    if any(result["files"].values()):
+    install = FileInstall(cdir, dict((name, (text, MODE)) for name, text in r["files"].items()), owner=owner)
+    result["files"] = install.changed
+    if install.any_changed:
         result["changed"] = True
         if module._diff:
-            result["diff"] = diffs
-        if not module.check_mode:
-            if not os.path.isdir(cdir):
-                os.makedirs(cdir, 0o755)
-            for name in ("zebra.conf", "bfdd.conf"):
-                path = os.path.join(cdir, name)
-                if result["files"][path]:
-                    atomic_write(path, r["files"][name], mode=MODE, owner=owner, makedirs=False)
+            result["diff"] = install.diff
+        install.install(order=WRITE_ORDER, check_mode=module.check_mode)
     module.exit_json(**result)
 
 

@@ -130,24 +130,17 @@ validation:
 
 import os
 import re
-import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.render import (
     RenderError, exabgp_validate, render_instance)
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.guard import GuardError
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import FileInstall, read_text, redact, remove_dir
 
 MODES = {"exabgp.conf": 0o600, "exabgp.env": 0o644, "helper.json": 0o644}
-
-
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
+# helper.json and exabgp.env first, the ExaBGP config (which a restart loads) last
+WRITE_ORDER = ("helper.json", "exabgp.env", "exabgp.conf")
 
 
 # The key as the rendered exabgp.conf carries it (render.render_exabgp_conf quotes it).
@@ -196,32 +189,21 @@ def main():
     result = dict(changed=False, config_dir=cdir, unit=unit, files={})
 
     if p["state"] == "absent":
-        if os.path.isdir(cdir):
-            result["changed"] = True
-            result["files"] = dict((os.path.join(cdir, n), True) for n in sorted(os.listdir(cdir)))
+        changed, files, diff = remove_dir(cdir, check_mode=module.check_mode)
+        if changed:
+            result.update(changed=True, files=files)
             if module._diff:
-                result["diff"] = {"before": "%s present\n" % cdir, "after": ""}
-            if not module.check_mode:
-                shutil.rmtree(cdir)
+                result["diff"] = diff
         module.exit_json(**result)
 
     result["sessions"] = m["sessions"]
     result["prefixes"] = m["prefixes"]
-    diffs = []
-    changed_files = {}
-    secrets = [k for k in (key, _installed_key(_read(os.path.join(cdir, "exabgp.conf")))) if k]
-    for name, text in sorted(r["files"].items()):
-        path = os.path.join(cdir, name)
-        old = _read(path)
-        mode_ok = True
-        if old is not None:
-            st = os.stat(path)
-            mode_ok = (st.st_mode & 0o7777) == MODES[name] and (os.geteuid() != 0 or st.st_uid == 0)
-        changed_files[path] = old != text or not mode_ok
-        if old != text:
-            diffs.append({"before_header": path, "after_header": path,
-                          "before": redact(old or "", secrets), "after": redact(text, secrets)})
-    result["files"] = changed_files
+    secrets = [k for k in (key, _installed_key(read_text(os.path.join(cdir, "exabgp.conf")))) if k]
+    owner = _owner()
+    # an installed file must be root's (uid) when running as root; its group is not checked
+    install = FileInstall(cdir, dict((name, (text, MODES[name])) for name, text in r["files"].items()),
+                          owner=owner, check_owner=owner and (owner[0], None), secrets=secrets)
+    result["files"] = install.changed
     if p["validate"]:
         exe = p["exabgp"] or paths["exabgp"]
         if not os.access(exe, os.X_OK):
@@ -235,18 +217,11 @@ def main():
         if not ok:
             module.fail_json(msg="exabgp validate refused the rendered configuration for slot %d; "
                                  "nothing was installed" % m["slot"], **result)
-    if any(changed_files.values()):
+    if install.any_changed:
         result["changed"] = True
         if module._diff:
-            result["diff"] = diffs
-        if not module.check_mode:
-            if not os.path.isdir(cdir):
-                os.makedirs(cdir, 0o755)
-            # helper.json and exabgp.env first, the ExaBGP config (which a restart loads) last
-            for name in ("helper.json", "exabgp.env", "exabgp.conf"):
-                path = os.path.join(cdir, name)
-                if changed_files[path]:
-                    atomic_write(path, r["files"][name], mode=MODES[name], owner=_owner(), makedirs=False)
+            result["diff"] = install.diff
+        install.install(order=WRITE_ORDER, check_mode=module.check_mode)
     module.exit_json(**result)
 
 

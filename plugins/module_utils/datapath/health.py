@@ -62,6 +62,31 @@ DEFAULTS = {
     "bfd_dir": "/run/netscale-vipinjector-bfd",
 }
 
+# The option type of each parameter in the multinic_datapath module's argument spec (``detection``
+# suboptions, built by option_spec from here: DEFAULTS is the one source of these defaults; the module's
+# DOCUMENTATION, the host_datapath role's argument specs and README are checked against it by
+# tests/unit/core/test_defaults.py).
+TYPES = {
+    "enabled": "bool",
+    "interval_ms": "int",
+    "multiplier": "int",
+    "hold_down": "float",
+    "penalty": "int",
+    "suppress": "int",
+    "reuse": "int",
+    "half_life": "float",
+    "max_penalty": "int",
+    "bfd": "bool",
+    "bfd_dir": "path",
+}
+
+
+def option_spec():
+    """The ``detection`` suboptions of an Ansible argument spec: every parameter with its type and its
+    default from DEFAULTS (a new dict on each call)."""
+    return dict((key, {"type": TYPES[key], "default": DEFAULTS[key]}) for key in DEFAULTS)
+
+
 # (key, minimum, maximum) of the numeric parameters
 _RANGES = (("interval_ms", 10, 10000), ("multiplier", 1, 100), ("hold_down", 0.0, 3600.0),
            ("penalty", 0, 100000), ("suppress", 1, 1000000), ("reuse", 1, 1000000),
