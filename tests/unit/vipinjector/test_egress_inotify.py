@@ -58,9 +58,9 @@ def _index(h):
 
 
 def _wait_for(out, prefix):
-    """Until the helper has sent a command starting with ``prefix`` (False after 5 s: a bound on a hang,
+    """Until the helper has sent a command starting with ``prefix`` (False after 20 s: a bound on a hang,
     not a measure of speed)."""
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + 20.0
     while time.monotonic() < deadline:
         if any(c.startswith(prefix) for c in out.getvalue().splitlines()):
             return True
