@@ -275,7 +275,8 @@ def rulebook_event(result):
     if result["element"]:
         summary += " %s" % result["element"]
     if result["outcome"] == "pending":
-        summary += "; approve with: ansible-playbook netscale.multinic.eda_approve -e eda_request=%s" % result["request"]
+        summary += ("; approve with: ansible-playbook playbooks/eda_approve.yml -e netscale_eda_state_dir=STATE_DIR "
+                    "-e eda_request=%s" % result["request"])
     if result["reasons"]:
         summary += " (%s)" % "; ".join(result["reasons"])
     ev = {"dispatch": dispatch, "outcome": result["outcome"], "mode": result["mode"], "case": result["case"],

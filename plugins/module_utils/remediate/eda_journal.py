@@ -10,12 +10,14 @@ Everything lives in one state directory (``netscale_eda_state_dir``)::
     pending/<req>.json   a request waiting for an operator (mode approve)
     approved/<req>.json  an operator's approval (playbooks/eda_approve.yml writes it)
     status.json          the running source: pid, mode, case file, start time (written when it tails)
+    mode                 optional: auto, approve or report, overrides the rulebook's mode while present
 
 Journal records (one JSON object per line, ``"v": 1``)::
 
     {"type": "decision", "time", "case", "kind", "zone", "element", "outcome", "mode", "reasons",
      "request", "extra_vars", "action", "root_cause"}
     {"type": "rejected", "time", "error", "line"}            a case event that breaks the contract
+    {"type": "mode", "time", "mode", "previous"}             the mode file changed the mode
     {"type": "run", "time", "request", "case", "status": "started" | "succeeded" | "failed",
      "playbook", "detail"}                                    written by the eda_journal callback
 
@@ -40,6 +42,7 @@ FORMAT = 1
 JOURNAL = "journal.jsonl"
 OFFSET = "offset.json"
 STATUS = "status.json"
+MODE = "mode"
 PENDING = "pending"
 APPROVED = "approved"
 RUN_STATUSES = ("started", "succeeded", "failed")
@@ -174,6 +177,9 @@ class CaseTail(object):
         self.rotations = 0
         self.truncations = 0
         self._saved = self._load()
+        # the file as it is at start-up: resume at the saved offset, or skip (start_at end) what it holds; a case
+        # file that appears later holds new cases only and is read from its beginning
+        self._open(first=True)
 
     def _load(self):
         try:
@@ -209,7 +215,7 @@ class CaseTail(object):
 
     def poll(self):
         out = []
-        if self.handle is None and not self._open(first=self.inode is None):
+        if self.handle is None and not self._open(first=False):
             return out
         out.extend(self._read())
         try:
@@ -263,13 +269,34 @@ class Dispatcher(object):
 
     def __init__(self, state_dir, mode, policy=None, budget=None, clock=time.time):
         self.state_dir = state_dir
-        self.mode = actions.check_mode(mode)
+        self.mode = self.start_mode = actions.check_mode(mode)
+        self._bad_mode = None
         self.budget = budget or actions.zone_rate_budget(policy)
         self.clock = clock
         self.journal = os.path.join(state_dir, JOURNAL)
         os.makedirs(os.path.join(state_dir, PENDING), exist_ok=True)
         os.makedirs(os.path.join(state_dir, APPROVED), exist_ok=True)
         self.history = fold(read(self.journal))
+
+    def refresh_mode(self):
+        """``<state_dir>/mode`` (auto, approve or report), when present, overrides the mode the rulebook was
+        started with: an operator switches modes without restarting the rulebook (its JVM takes ~20 s). A file
+        with another word is ignored, and journaled once."""
+        try:
+            with open(os.path.join(self.state_dir, MODE)) as handle:
+                word = handle.read().strip()
+        except FileNotFoundError:
+            word = self.start_mode
+        if word == self.mode:
+            return self.mode
+        if word in actions.MODES:
+            self._record({"type": "mode", "mode": word, "previous": self.mode})
+            self.mode = word
+        elif word != self._bad_mode:
+            self._bad_mode = word
+            self._record({"type": "rejected", "error": "%s/%s: %r is not a mode. Fix: write auto, approve or report; "
+                          "mode %s stays." % (self.state_dir, MODE, word[:40], self.mode), "line": word[:200]})
+        return self.mode
 
     def _record(self, rec):
         rec = append(self.journal, rec, now=self.clock())

@@ -22,6 +22,7 @@ description:
     puts one event C({"netscale": {"dispatch": "drain" | "report", ...}}) per decision on the queue.
     Repeated events of a case put nothing (one action per case).
   - In mode C(approve) a drain waits in C(state_dir/pending/) until C(playbooks/eda_approve.yml) approves it.
+  - A file C(state_dir/mode) (auto, approve or report) overrides O(mode) while present, without a restart.
 options:
   path:
     description: The case file (JSON lines).
@@ -87,6 +88,7 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
     dispatcher.write_status(args["path"], os.getpid())
     try:
         while True:
+            dispatcher.refresh_mode()
             for line, position in tail.poll():
                 for event in dispatcher.handle_line(line):
                     await queue.put(event)
