@@ -363,3 +363,20 @@ class Dispatcher(object):
         atomic_write(os.path.join(self.state_dir, STATUS), json.dumps(
             {"pid": pid, "mode": self.mode, "case_file": case_file, "started": self.clock()}, sort_keys=True) + "\n",
             mode=0o600)
+
+
+def summary(records):
+    """What an operator reads first: decisions per outcome, requests pending approval, drains that failed, drains
+    queued that have no run record (never started: the rulebook was stopped, or the eda_journal callback is not
+    enabled), contract rejections."""
+    counts = {}
+    for rec in records:
+        if rec.get("type") == "decision":
+            counts[rec.get("outcome")] = counts.get(rec.get("outcome"), 0) + 1
+    by_req = runs(records)
+    pick = dict((s, sorted((r["request"], r["case"]) for r in by_req.values() if r["status"] == s))
+                for s in ("pending", "failed", "queued", "started"))
+    return {"decisions": counts, "pending": pick["pending"], "failed": pick["failed"],
+            "queued_not_started": pick["queued"], "running": pick["started"],
+            "succeeded": sum(1 for r in by_req.values() if r["status"] == "succeeded"),
+            "rejected": sum(1 for rec in records if rec.get("type") == "rejected")}

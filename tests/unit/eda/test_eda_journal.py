@@ -189,3 +189,18 @@ def test_mode_file_overrides_and_bad_word_is_journaled_once(tmp_path):
     recs = ej.read(str(tmp_path / ej.JOURNAL))
     assert [r["type"] for r in recs] == ["mode", "decision", "rejected", "mode"]
     assert "not a mode" in recs[2]["error"]
+
+
+def test_summary_names_failed_pending_and_never_started(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    reqs = dict((c, actions.request_id(c)) for c in ("a", "b", "c", "d"))
+    for c, outcome in (("a", "queued"), ("b", "queued"), ("c", "pending"), ("d", "queued")):
+        ej.append(path, {"type": "decision", "case": c, "outcome": outcome, "request": reqs[c]})
+    ej.append(path, {"type": "run", "case": "a", "request": reqs["a"], "status": "started"})
+    ej.append(path, {"type": "run", "case": "a", "request": reqs["a"], "status": "failed", "detail": "x"})
+    ej.append(path, {"type": "run", "case": "d", "request": reqs["d"], "status": "started"})
+    ej.append(path, {"type": "rejected", "error": "bad"})
+    s = ej.summary(ej.read(path))
+    assert s["failed"] == [(reqs["a"], "a")] and s["pending"] == [(reqs["c"], "c")]
+    assert s["queued_not_started"] == [(reqs["b"], "b")] and s["running"] == [(reqs["d"], "d")]
+    assert s["decisions"] == {"queued": 3, "pending": 1} and s["rejected"] == 1 and s["succeeded"] == 0
