@@ -37,7 +37,8 @@ Outcomes of :func:`decide` (``outcome`` key):
 * ``would_drain``: mode ``report``; recorded, nothing changes;
 * ``refused``: the pre-queue budget said no (reasons given); recorded and reported, nothing changes;
 * ``reported``: the case's scope is report-only (zone, agent, an uplink without a spine);
-* ``duplicate``: this case already had its action (one action per case, whatever the number of events);
+* ``duplicate``: this case already had its action (one action per case, whatever the number of events); a case
+  recorded ``would_drain`` in mode report is decided again on its next event once the mode is auto or approve;
 * ``ignored``: a closed case, or a closed/updated case this side never saw open and has nothing to do for.
 
 The pre-queue budget (the seam): :func:`decide` and :func:`approve` take ``budget``, a callable
@@ -62,7 +63,8 @@ KINDS = ("nic", "host", "tor", "uplink", "spine", "zone", "agent")
 DRAIN_SCOPES = ("nic", "host", "tor", "spine")
 OUTCOMES = ("queued", "pending", "would_drain", "refused", "reported", "duplicate", "ignored")
 # outcomes after which another event of the same case starts nothing (one action per case); a refused
-# case is decided again on its next event (the budget may allow it by then)
+# case is decided again on its next event (the budget may allow it by then), and so is a would_drain case
+# once the mode is no longer report (report recorded what it would do; it started nothing)
 FINAL_OUTCOMES = ("queued", "pending", "would_drain", "reported")
 DEFAULT_POLICY = {
     # the same rule and defaults as the remediation budget's zone rate (drain_budget)
@@ -234,7 +236,7 @@ def decide(event, mode, history, now, budget=None):
     last = history.get("cases", {}).get(case["id"])
     if plan["action"] == "none":
         return _result(plan, "ignored", mode)
-    if last in FINAL_OUTCOMES:
+    if last in FINAL_OUTCOMES and not (last == "would_drain" and mode != "report"):
         return _result(plan, "duplicate", mode, ["case %s already %s" % (case["id"], last)],
                        request_id(case["id"]) if plan["action"] == "drain" else None)
     if plan["action"] == "report":

@@ -336,8 +336,11 @@ class Dispatcher(object):
         return sorted(n[:-5] for n in os.listdir(folder) if n.endswith(".json") and _REQ_RE.match(n[:-5]))
 
     def poll_approvals(self):
-        """Approvals an operator wrote since the last poll -> rulebook events (the approved drains)."""
+        """Approvals an operator wrote since the last poll -> rulebook events (the approved drains). In mode
+        report nothing changes: approvals wait, unread, until the mode is approve or auto again."""
         out = []
+        if self.mode == "report":
+            return out
         folder = os.path.join(self.state_dir, APPROVED)
         for name in sorted(os.listdir(folder)):
             req = name[:-5]

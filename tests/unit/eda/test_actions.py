@@ -182,3 +182,12 @@ def test_decide_does_not_mutate_its_inputs():
     before = (copy.deepcopy(ev), copy.deepcopy(h))
     actions.decide(ev, "auto", h, 0.0)
     assert (ev, h) == before
+
+
+def test_would_drain_is_decided_again_when_the_mode_changes():
+    h = empty_history()
+    r = actions.decide(case(), "report", h, 0.0)
+    apply(h, dict(r, type="decision", time=0.0))
+    assert actions.decide(case(state="updated"), "report", h, 1.0)["outcome"] == "duplicate"
+    assert actions.decide(case(state="updated"), "auto", h, 2.0)["outcome"] == "queued"
+    assert actions.decide(case(state="updated"), "approve", h, 2.0)["outcome"] == "pending"

@@ -204,3 +204,16 @@ def test_summary_names_failed_pending_and_never_started(tmp_path):
     assert s["failed"] == [(reqs["a"], "a")] and s["pending"] == [(reqs["c"], "c")]
     assert s["queued_not_started"] == [(reqs["b"], "b")] and s["running"] == [(reqs["d"], "d")]
     assert s["decisions"] == {"queued": 3, "pending": 1} and s["rejected"] == 1 and s["succeeded"] == 0
+
+
+def test_approvals_wait_while_the_mode_is_report(tmp_path):
+    d = ej.Dispatcher(str(tmp_path), "approve", clock=Clock())
+    req = d.handle_line(line("c1"))[0]["netscale"]["request"]
+    (tmp_path / ej.MODE).write_text("report\n")
+    d.refresh_mode()
+    (tmp_path / ej.APPROVED / ("%s.json" % req)).write_text("{}\n")
+    assert d.poll_approvals() == [] and d.pending() == [req]
+    assert os.path.exists(str(tmp_path / ej.APPROVED / ("%s.json" % req)))
+    os.unlink(str(tmp_path / ej.MODE))
+    d.refresh_mode()
+    assert [e["netscale"]["dispatch"] for e in d.poll_approvals()] == ["drain"]
