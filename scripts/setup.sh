@@ -12,6 +12,7 @@ apt_packages=(
   iproute2 nftables iputils-ping procps util-linux psmisc
   frr frr-pythontools iperf3 debootstrap mptcpize
   clang llvm libbpf-dev bpftool
+  openjdk-17-jre-headless
 )
 
 need_root() {
@@ -48,6 +49,16 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   "$venv/bin/pip" install -q -r requirements.txt -r requirements-test.txt 2>&1 | { grep -v "WARNING: Location" || true; }
   [ "${PIPESTATUS[0]}" = 0 ] || { echo "setup: pip install failed" >&2; exit 1; }
   echo "$want" > "$stamp"
+fi
+# Event-Driven Ansible (extensions/eda/): ansible-rulebook, pinned in its own file (requirements-eda.txt) with
+# its own stamp; it runs with the Java 17 runtime above (docs/remediation-eda.md).
+eda_stamp="$venv/.requirements-eda.sha256"
+want_eda=$(cat requirements-eda.txt | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$eda_stamp" 2>/dev/null)" != "$want_eda" ] || [ ! -x "$venv/bin/ansible-rulebook" ]; then
+  echo "setup: installing requirements-eda.txt (ansible-rulebook)"
+  "$venv/bin/pip" install -q -r requirements-eda.txt 2>&1 | { grep -v "WARNING: Location" || true; }
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "setup: pip install (requirements-eda.txt) failed" >&2; exit 1; }
+  echo "$want_eda" > "$eda_stamp"
 fi
 
 # ansible-test sanity wants its own exact tool versions (pylint, yamllint, ...): a separate venv

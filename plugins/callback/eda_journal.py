@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: eda_journal
+type: notification
+short_description: Records the outcome of a playbook that the netscale.multinic rulebook started
+version_added: 0.1.0
+author:
+  - netscale network engineering (@netscale)
+description:
+  - A playbook started by the C(netscale.multinic.remediate) rulebook (C(run_playbook)) gets the extra vars
+    C(netscale_eda_request) and C(netscale_eda_journal). This callback appends to that journal a C(run) record
+    C(started) when the first play starts and C(succeeded) or C(failed) (with the failed and unreachable
+    hosts) at the end, so a failed drain is recorded, never lost (ansible-rulebook itself only logs it).
+  - Without those extra vars (a playbook run by hand) it does nothing.
+  - Enable it in the environment of the C(ansible-rulebook) process, with
+    C(ANSIBLE_CALLBACKS_ENABLED=netscale.multinic.eda_journal) (keep the ones ansible.cfg enables), or in
+    ansible.cfg C(callbacks_enabled).
+requirements:
+  - enable in configuration
+"""
+
+from ansible.plugins.callback import CallbackBase
+
+try:
+    from ansible_collections.netscale.multinic.plugins.module_utils.remediate import eda_journal as _journal
+except ImportError:  # pragma: no cover - the collection is always importable where its callback runs
+    _journal = None
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "notification"
+    CALLBACK_NAME = "netscale.multinic.eda_journal"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, display=None, options=None):
+        super(CallbackModule, self).__init__(display=display, options=options)
+        self.target = None
+        self.playbook = None
+
+    def v2_playbook_on_start(self, playbook):
+        self.playbook = getattr(playbook, "_file_name", None)
+
+    def v2_playbook_on_play_start(self, play):
+        if self.target is not None or _journal is None:
+            return
+        extra = play.get_variable_manager().extra_vars or {}
+        req, path = extra.get("netscale_eda_request"), extra.get("netscale_eda_journal")
+        if not req or not path:
+            self.target = False
+            return
+        self.target = {"request": str(req), "journal": str(path), "case": extra.get("drain_case")}
+        self._record("started", "")
+
+    def v2_playbook_on_stats(self, stats):
+        if not self.target:
+            return
+        failed = sorted(h for h, n in stats.failures.items() if n)
+        dark = sorted(h for h, n in stats.dark.items() if n)
+        if failed or dark:
+            detail = "failed hosts: %s; unreachable hosts: %s" % (", ".join(failed) or "-", ", ".join(dark) or "-")
+            self._record("failed", detail)
+        else:
+            self._record("succeeded", "ok on %d host(s)" % len(stats.processed))
+
+    def _record(self, status, detail):
+        try:
+            _journal.append(self.target["journal"], {
+                "type": "run", "request": self.target["request"], "case": self.target["case"], "status": status,
+                "playbook": self.playbook, "detail": detail})
+        except OSError as exc:
+            self._display.warning("netscale.multinic.eda_journal: cannot append to %s: %s" % (
+                self.target["journal"], exc))
