@@ -57,6 +57,16 @@ def _index(h):
     return dict(("eth%d" % int(s["nic"]), int(s["nic"])) for s in h.alloc.sessions.values())
 
 
+def _wait_until(predicate):
+    """Until ``predicate()`` holds (False after 20 s: a bound on a hang, not a measure of speed)."""
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def _wait_for(out, prefix):
     """Until the helper has sent a command starting with ``prefix`` (False after 20 s: a bound on a hang,
     not a measure of speed)."""
@@ -217,13 +227,17 @@ def test_run_loop_withdraws_on_the_wake_up_not_the_poll(host, tmp_path, monkeypa
             for peer in h.alloc.sessions:
                 yield "neighbor %s up\n" % peer
             seen["announced"] = _wait_for(out, "neighbor %s announce route " % nic1)
+            # the main loop takes the sessions up before the NIC goes out: had it drained the lines and the
+            # wake-up in one pass, nic1 would come up already out, with nothing to withdraw (no withdraw
+            # command: a race of this test, not of the helper)
+            seen["up"] = _wait_until(lambda: all(v == "up" for v in h.core.session_state.values()))
             egress.publish(p, {"eth1"}, _index(h), time.time())
             if wake == "queued":
                 h.events.put(("egress", None))
             seen["withdrawn"] = _wait_for(out, "neighbor %s withdraw route " % nic1)
     h.inp = Inp()
     assert h.run() == 0
-    assert seen == {"announced": True, "withdrawn": True}
+    assert seen == {"announced": True, "up": True, "withdrawn": True}
     assert h.core.status()["egress_out"] == [1]
     if wake == "inotify":
         assert "no inotify" not in log.getvalue()
