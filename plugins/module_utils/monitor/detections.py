@@ -26,6 +26,9 @@ error so that a typo does not silently drop evidence):
 - ``spine``: inventory hostname of the spine, for ``uplink_loss`` (with ``tor``: that one link).
 - ``target``: the probe's target host (``path_loss``/``path_latency``); may name a configured
   target outside the plan (storage), which correlation then treats as an opaque endpoint.
+- ``target_nic``: optional, 1-based NIC index of ``target`` the probe was addressed to (added to the
+  brief's contract, backward compatible: records without it stay valid). With it, loss toward one NIC
+  of a target is pinned to that NIC; without it, the target side of a path is the whole target host.
 - ``value``: the measurement, when there is one (loss ratio 0..1 for ``path_loss`` and
   ``uplink_loss``, seconds of RTT for ``path_latency``, a counter delta for ``nic_errors``...).
 - ``source``: what produced it: ``probe``, ``watcher``, ``bfd``, ``bgp``, ``counters``, ``agent``,
@@ -60,7 +63,7 @@ KINDS = {
     "agent_down": ("The monitoring agent of host stopped reporting. Never network loss.", ("host",)),
 }
 
-FIELDS = ("time", "kind", "host", "nic", "tor", "spine", "target", "value", "source")
+FIELDS = ("time", "kind", "host", "nic", "tor", "spine", "target", "value", "source", "target_nic")
 SOURCE_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 MAX_NIC = 16
 
@@ -83,7 +86,7 @@ class Detection(object):
     __slots__ = FIELDS
 
     def __init__(self, time, kind, host=None, nic=None, tor=None, spine=None, target=None, value=None,
-                 source="agent"):
+                 source="agent", target_nic=None):
         self.time = time
         self.kind = kind
         self.host = host
@@ -93,11 +96,13 @@ class Detection(object):
         self.target = target
         self.value = value
         self.source = source
+        self.target_nic = target_nic
 
     @classmethod
-    def make(cls, time, kind, host=None, nic=None, tor=None, spine=None, target=None, value=None, source="agent"):
+    def make(cls, time, kind, host=None, nic=None, tor=None, spine=None, target=None, value=None, source="agent",
+             target_nic=None):
         """Build and validate; raise :class:`DetectionError` listing every problem."""
-        det = cls(time, kind, host, nic, tor, spine, target, value, source)
+        det = cls(time, kind, host, nic, tor, spine, target, value, source, target_nic)
         problems = det.problems()
         if problems:
             raise DetectionError(problems)
@@ -116,14 +121,18 @@ class Detection(object):
                 problems.append(InputProblem(str(key), data[key], "unknown key",
                                              "remove it; allowed keys: %s" % ", ".join(FIELDS)))
         det = cls(data.get("time"), data.get("kind"), data.get("host"), data.get("nic"), data.get("tor"),
-                  data.get("spine"), data.get("target"), data.get("value"), data.get("source"))
+                  data.get("spine"), data.get("target"), data.get("value"), data.get("source"), data.get("target_nic"))
         problems.extend(det.problems())
         if problems:
             raise DetectionError(problems, where)
         return det
 
     def to_dict(self):
-        return {name: getattr(self, name) for name in FIELDS}
+        """The wire form; ``target_nic`` only when set (so records stay those of the brief's contract)."""
+        out = {name: getattr(self, name) for name in FIELDS}
+        if out["target_nic"] is None:
+            del out["target_nic"]
+        return out
 
     def problems(self):
         """Every problem of this record as :class:`InputProblem` (empty list when valid)."""
@@ -143,10 +152,14 @@ class Detection(object):
             if v is not None and (not isinstance(v, str) or not v):
                 out.append(InputProblem(name, v, "expected an inventory hostname (non-empty string) or null",
                                         "write the name the plan gives it, e.g. r1-h1 / r1-tor / z1-spine1"))
-        n = self.nic
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_NIC):
-            out.append(InputProblem("nic", n, "expected a 1-based NIC index 1..%d or null" % MAX_NIC,
-                                    "NIC 1 is the host's first interface (nic_names[0])"))
+        for name in ("nic", "target_nic"):
+            n = getattr(self, name)
+            if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_NIC):
+                out.append(InputProblem(name, n, "expected a 1-based NIC index 1..%d or null" % MAX_NIC,
+                                        "NIC 1 is the host's first interface (nic_names[0])"))
+        if self.target_nic is not None and self.target is None:
+            out.append(InputProblem("target_nic", self.target_nic, "target_nic without target",
+                                    "set target to the probed host, or drop target_nic"))
         v = self.value
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
             out.append(InputProblem("value", v, "expected a finite number or null",

@@ -10,7 +10,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.monitor.detectio
 
 def test_round_trip_of_every_kind():
     samples = {
-        "path_loss": dict(host="r1-h1", nic=2, target="r2-h1", value=0.02, source="probe"),
+        "path_loss": dict(host="r1-h1", nic=2, target="r2-h1", value=0.02, source="probe", target_nic=2),
         "path_latency": dict(host="r1-h1", nic=1, target="r2-h1", value=0.004, source="probe"),
         "nic_out": dict(host="r1-h1", nic=1, source="watcher"),
         "bfd_down": dict(host="r1-h1", nic=1, source="bfd"),
@@ -56,3 +56,11 @@ def test_parse_lines_names_the_line():
     with pytest.raises(DetectionError) as err:
         list(parse_lines([good, good, '{"time": 1, "kind": "nic_out", "source": "watcher"}']))
     assert "line 3" in str(err.value)
+
+
+def test_target_nic_is_optional_and_checked():
+    plain = Detection.make(1.0, "path_loss", host="a", nic=1, target="b", value=0.1, source="probe")
+    assert "target_nic" not in plain.to_dict()
+    with pytest.raises(DetectionError) as err:
+        Detection.make(1.0, "nic_out", host="a", nic=1, target_nic=2, source="watcher")
+    assert [p.path for p in err.value.problems] == ["target_nic"]
