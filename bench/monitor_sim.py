@@ -182,9 +182,9 @@ class Simulator(object):
             self._host_list = sorted(self.idx.hosts)
         return self._host_list
 
-    def stream(self, faults, t_end, noise=0, above=0):
-        """Every detection up to ``t_end``, interval by interval (unsorted inside an interval)."""
-        k = 0
+    def stream(self, faults, t_end, noise=0, above=0, t_start=0.0):
+        """Every detection from ``t_start`` to ``t_end``, interval by interval (unsorted inside one)."""
+        k = int(t_start // self.interval)
         while k * self.interval < t_end:
             for fault in faults:
                 for det in self.fault_detections(fault, k):

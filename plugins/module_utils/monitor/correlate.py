@@ -82,22 +82,24 @@ def check_options(options):
             out.append(InputProblem(key, options[key], "unknown option", "use one of: %s" % ", ".join(DEFAULTS)))
     merged = dict(DEFAULTS)
     merged.update((k, v) for k, v in options.items() if k in DEFAULTS)
+    numeric = set()
     for key in _SECONDS + _SHARES + ("latency_threshold", "counter_threshold") + _COUNTS:
         v = merged[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             out.append(InputProblem(key, v, "expected a finite number >= 0", "default: %r" % DEFAULTS[key]))
-    if not out:
-        if merged["window"] <= 0:
-            out.append(InputProblem("window", merged["window"], "the window must be positive", "e.g. 60 (seconds)"))
-        for key in _SHARES:
-            if merged[key] > 1:
-                out.append(InputProblem(key, merged[key], "a share or ratio must lie in 0..1", "e.g. %r" % DEFAULTS[key]))
-        for key in _COUNTS:
-            if merged[key] != int(merged[key]) or merged[key] < 1:
-                out.append(InputProblem(key, merged[key], "expected a whole number >= 1", "default: %r" % DEFAULTS[key]))
-        if merged["quiet"] < merged["window"]:
-            out.append(InputProblem("quiet", merged["quiet"], "the quiet period is shorter than the window",
-                                    "use quiet >= window (%r)" % merged["window"]))
+        else:
+            numeric.add(key)
+    if "window" in numeric and merged["window"] <= 0:
+        out.append(InputProblem("window", merged["window"], "the window must be positive", "e.g. 60 (seconds)"))
+    for key in _SHARES:
+        if key in numeric and merged[key] > 1:
+            out.append(InputProblem(key, merged[key], "a share or ratio must lie in 0..1", "e.g. %r" % DEFAULTS[key]))
+    for key in _COUNTS:
+        if key in numeric and (merged[key] != int(merged[key]) or merged[key] < 1):
+            out.append(InputProblem(key, merged[key], "expected a whole number >= 1", "default: %r" % DEFAULTS[key]))
+    if {"quiet", "window"} <= numeric and merged["quiet"] < merged["window"]:
+        out.append(InputProblem("quiet", merged["quiet"], "the quiet period is shorter than the window",
+                                "use quiet >= window (%r)" % merged["window"]))
     if not isinstance(merged["record"], bool):
         out.append(InputProblem("record", merged["record"], "expected true or false", "default: false"))
     if out:
@@ -155,17 +157,22 @@ class Case(object):
                 self.start = t
         self.count += 1
         self.kinds[det.kind] = self.kinds.get(det.kind, 0) + 1
-        if det.host is not None:
-            self._add(self.hosts, det.host)
-            if det.nic is not None:
-                self._add(self.nics, (det.host, det.nic))
-        if det.spine is not None:
-            self.spines.add(det.spine)
         if det.kind in PATH_KINDS:
+            # The near end is the suspect side of the path; ``ends`` holds the far one.
+            if ends and ends[0] == det.host:
+                near, nic = det.target, det.target_nic
+            else:
+                near, nic = det.host, det.nic
             for end in ends:
                 self._add(self.peers, end)
-            if det.target is not None and det.target_nic is not None:
-                self._add(self.nics, (det.target, det.target_nic))
+        else:
+            near, nic = det.host, det.nic
+        if near is not None:
+            self._add(self.hosts, near)
+            if nic is not None:
+                self._add(self.nics, (near, nic))
+        if det.spine is not None:
+            self.spines.add(det.spine)
         if det.kind in ("path_loss", "uplink_loss") and det.value is not None:
             self.values[0] += det.value
             self.values[1] += 1
@@ -405,6 +412,13 @@ class Correlator(object):
         nics = self.index.nic_count(host) or 0
         return any(("nic", host, n) in self.open for n in range(1, nics + 1))
 
+    def _favoured(self, end, qualified):
+        """An end starts the vote with min_peers: local evidence or an open case on it."""
+        host, nic = end
+        if nic is None:
+            return host in qualified or self._host_in_case(host)
+        return any(d.nic == nic for d in qualified.get(host, ())) or self._covering(("nic", host, nic)) is not None
+
     def _drop_open(self, key):
         del self.open[key]
         z = self._zone_of_key(key)
@@ -487,7 +501,7 @@ class Correlator(object):
                 elif self._agent_down(a, det.time):
                     agent.setdefault(a, []).append((det, (b,)))
                 else:
-                    paths.append((det, a, b))
+                    paths.append((det, (a, det.nic), (b, det.target_nic)))
             elif kind in HARD_PORT_KINDS or kind in SOFT_PORT_KINDS:
                 local.setdefault(det.host, []).append(det)
             elif kind == "tor_down":
@@ -529,8 +543,11 @@ class Correlator(object):
         for det, a, b in paths:
             for end in (a, b):
                 if end not in bonus:
-                    bonus[end] = o["min_peers"] if (end in qualified or self._host_in_case(end)) else 0
-        blamed, leftover = _vote(paths, bonus, o["min_peers"])
+                    bonus[end] = o["min_peers"] if self._favoured(end, qualified) else 0
+        blamed_ends, leftover = _vote(paths, bonus, o["min_peers"])
+        blamed = {}
+        for end, got in blamed_ends.items():
+            blamed.setdefault(end[0], []).extend(got)
         for det, _a, _b in leftover:
             self.pending.append(det)
 
@@ -542,6 +559,7 @@ class Correlator(object):
             intra = False
             r_self = idx.rack_of_host(host)
             for det, far in blamed.get(host, ()):
+                far = far[0]
                 entries.append((det, (far,)))
                 nic = det.nic if det.host == host else det.target_nic
                 if nic is not None:
@@ -700,12 +718,13 @@ def _key_sort(key):
 
 
 def _vote(paths, bonus, min_peers):
-    """Greedy tomography vote. Returns ({end: [(det, far end)]}, unexplained paths)."""
+    """Greedy tomography vote over path ends ((host, nic or None)); a peer is a distinct far host.
+    Returns ({end: [(det, far end)]}, unexplained paths)."""
     remaining = {}
     by_end = {}
     for i, (det, a, b) in enumerate(paths):
-        remaining.setdefault(a, set()).add(b)
-        remaining.setdefault(b, set()).add(a)
+        remaining.setdefault(a, set()).add(b[0])
+        remaining.setdefault(b, set()).add(a[0])
         by_end.setdefault(a, []).append(i)
         by_end.setdefault(b, []).append(i)
     score = {e: len(p) + bonus.get(e, 0) for e, p in remaining.items()}
@@ -730,8 +749,8 @@ def _vote(paths, bonus, min_peers):
             far = b if a == end else a
             got.append((det, far))
             peers = remaining.get(far)
-            if peers is not None and end in peers and far in score:
-                peers.discard(end)
+            if peers is not None and end[0] in peers and far in score:
+                peers.discard(end[0])
                 score[far] = len(peers) + bonus.get(far, 0)
                 heapq.heappush(heap, (-score[far], far))
         if not got:
