@@ -93,8 +93,10 @@ class Simulator(object):
     def _loss(self, loss):
         if loss >= 1.0:
             return 1.0
-        lost = sum(1 for _ in range(self.probes) if self.rnd.random() < loss)
-        return lost / float(self.probes)
+        # Binomial(probes, loss) by its normal approximation: one draw per path, not one per probe.
+        mu = self.probes * loss
+        lost = int(round(self.rnd.gauss(mu, (mu * (1.0 - loss)) ** 0.5)))
+        return min(max(lost, 0), self.probes) / float(self.probes)
 
     def _t(self, k):
         return (k + 1) * self.interval - self.rnd.random() * self.interval * 0.5

@@ -13,11 +13,14 @@ seconds past its end (late detections up to ``slack`` are still in time). Decidi
    ``agent_grace`` seconds either side) belongs to that host's *agent* case: the agent runs the probe
    responder, so probes toward it lose. Never network loss. Exception: a rack whose ToR is reported
    down (``tor_down``) - there the agents are unreachable *because* of the network.
-3. **Tomography vote.** Each lossy path has two suspect ends (hosts, or opaque targets outside the
-   plan). The end with the most distinct lossy peers is blamed for all its paths, its peers lose that
-   vote, and so on (greedy hitting set) while an end keeps ``min_peers`` distinct peers. Hosts with
-   local evidence (NIC watcher, BFD, BGP, carrier, counters) or inside an open case start with
-   ``min_peers``. Paths nobody explains wait ``hold`` seconds for more evidence, then count as noise.
+3. **Tomography vote.** Each lossy path has two suspect ends (a host's NIC, the host when the NIC is
+   unknown, or an opaque target outside the plan). The end with the most distinct lossy peers (far
+   hosts) is blamed for all its paths, its peers lose that vote, and so on (greedy hitting set) while
+   an end has the peers it needs: ``min_peers``, or ``peer_share`` of the hosts its probes meet per
+   window (the pinglist: its rack, one host per other rack of its zone, both ways), whichever is
+   larger - so random isolated losses do not add up to a case in a large zone. Ends with local
+   evidence (NIC watcher, BFD, BGP, carrier, counters) or inside an open case start with what they
+   need. Paths nobody explains wait ``hold`` seconds for more evidence, then count as noise.
 4. **Scope.** Per rack: the ToR if a ``tor_down`` names it, or at least ``tor_min_hosts`` and
    ``tor_host_share`` of its hosts are blamed with intra-rack loss or local port events; the ToR's
    uplinks if as many hosts are blamed but only on paths leaving the rack (the spine named when an
@@ -52,7 +55,7 @@ ANY_SPINE = "*"
 DEFAULTS = {
     "window": 60.0, "slack": 60.0, "quiet": 600.0, "hold": 180.0, "repeat_gap": 120.0, "agent_grace": 120.0,
     "loss_threshold": 0.01, "latency_threshold": 0.005, "counter_threshold": 1.0,
-    "min_peers": 2, "min_soft": 2,
+    "min_peers": 2, "peer_share": 0.1, "min_soft": 2,
     "host_min_nics": 2, "host_nic_share": 0.5,
     "tor_min_hosts": 2, "tor_host_share": 0.5,
     "spine_min_tors": 2, "spine_tor_share": 0.5,
@@ -60,7 +63,7 @@ DEFAULTS = {
     "record": False, "max_listed": 20,
 }
 _SECONDS = ("window", "slack", "quiet", "hold", "repeat_gap", "agent_grace")
-_SHARES = ("host_nic_share", "tor_host_share", "spine_tor_share", "zone_rack_share", "loss_threshold")
+_SHARES = ("peer_share", "host_nic_share", "tor_host_share", "spine_tor_share", "zone_rack_share", "loss_threshold")
 _COUNTS = ("min_peers", "min_soft", "host_min_nics", "tor_min_hosts", "spine_min_tors", "zone_min_racks",
            "max_listed")
 
@@ -232,6 +235,7 @@ class Correlator(object):
         self.stats = {"detections": 0, "below_threshold": 0, "in_cases": 0, "unattributed": 0, "late": 0,
                       "cases_opened": 0, "cases_absorbed": 0}
         self.now = None
+        self._need_cache = {}
 
     # -- input --------------------------------------------------------------------------------
     def feed(self, det):
@@ -412,6 +416,20 @@ class Correlator(object):
         nics = self.index.nic_count(host) or 0
         return any(("nic", host, n) in self.open for n in range(1, nics + 1))
 
+    def _need(self, host):
+        """Distinct lossy peers an end needs to be blamed: min_peers, or peer_share of the peers its
+        probes meet in a window (pinglist of issue 29: its rack's hosts both ways, one host of every
+        other rack of its zone each way), whichever is larger."""
+        need = self._need_cache.get(host)
+        if need is None:
+            idx = self.index
+            r = idx.rack_of_host(host)
+            fanout = 0
+            if r is not None:
+                fanout = len(idx.rack_hosts(r)) - 1 + 2 * (len(idx.zone_racks(idx.zone_of_rack(r))) - 1)
+            need = self._need_cache[host] = max(self.opt["min_peers"], int(math.ceil(self.opt["peer_share"] * fanout)))
+        return need
+
     def _favoured(self, end, qualified):
         """An end starts the vote with min_peers: local evidence or an open case on it."""
         host, nic = end
@@ -539,12 +557,14 @@ class Correlator(object):
             if keep:
                 qualified[host] = keep
 
+        need = {}
         bonus = {}
         for det, a, b in paths:
             for end in (a, b):
-                if end not in bonus:
-                    bonus[end] = o["min_peers"] if self._favoured(end, qualified) else 0
-        blamed_ends, leftover = _vote(paths, bonus, o["min_peers"])
+                if end not in need:
+                    need[end] = self._need(end[0])
+                    bonus[end] = need[end] if self._favoured(end, qualified) else 0
+        blamed_ends, leftover = _vote(paths, bonus, need)
         blamed = {}
         for end, got in blamed_ends.items():
             blamed.setdefault(end[0], []).extend(got)
@@ -717,7 +737,7 @@ def _key_sort(key):
     return tuple(str(k) for k in key)
 
 
-def _vote(paths, bonus, min_peers):
+def _vote(paths, bonus, need):
     """Greedy tomography vote over path ends ((host, nic or None)); a peer is a distinct far host.
     Returns ({end: [(det, far end)]}, unexplained paths)."""
     remaining = {}
@@ -735,10 +755,8 @@ def _vote(paths, bonus, min_peers):
     while heap:
         s, end = heapq.heappop(heap)
         s = -s
-        if s != score.get(end):
+        if s != score.get(end) or s < need[end]:
             continue
-        if s < min_peers:
-            break
         del score[end]
         got = blamed.setdefault(end, [])
         for i in by_end[end]:

@@ -7,7 +7,7 @@ import os
 import random
 import sys
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.netscale.multinic.bench.monitor_sim import Fault, Simulator
@@ -115,6 +115,10 @@ def test_order_inside_a_window_does_not_change_the_cases(fault_set, seed, rnd):
 @given(faults(), st.integers(0, 1000))
 def test_each_injected_fault_alone_gives_one_case_of_its_scope(fault_set, seed):
     for fault in fault_set[:1]:
+        # Two racks alone in a zone: cross-rack loss via one spine is symmetric, which ToR's uplink
+        # is lossy cannot be told from probes (docs/operations.md); only the exporter names it.
+        zone = IDX.zone_of_rack(IDX.rack_of_tor(fault.tor))
+        assume(not (fault.kind == "uplink" and not fault.exporter and len(IDX.zone_racks(zone)) < 3))
         cases, _stats = run(stream([fault], seed, noise=0))
         assert [c.key for c in cases] == [fault.expect]
 
