@@ -147,12 +147,12 @@ def main():
     ap.add_argument("--faults", type=int, default=400)
     ap.add_argument("--spacing", type=float, default=60.0, help="seconds between fault starts")
     ap.add_argument("--noise", type=int, default=200, help="sub-threshold path_loss detections per 10 s interval")
-    ap.add_argument("--above", type=int, default=1, help="isolated 1-3 %% blips per 10 s interval (region-wide)")
+    ap.add_argument("--above", type=int, default=10, help="isolated 1-3 %% blips per 10 s interval (region-wide)")
     ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
     args = {"scenario": "quick" if a.quick else "metro_1m", "detections": 20000 if a.quick else a.detections,
             "faults": 20 if a.quick else a.faults, "spacing": a.spacing, "noise": 5 if a.quick else a.noise,
-            "above": a.above}
+            "above": 1 if a.quick else a.above}
     res = measure(args)
     p, c = res["plain"], res["correlate"]
     print("== %s: %d hosts, %d racks, %d zones; setup (topology + index) %.1f s, %.0f MiB"
