@@ -47,10 +47,10 @@ from ansible_collections.netscale.multinic.plugins.module_utils.errors import In
 # kind -> (what it means, the fields it needs besides time/kind/source). The order of this table is
 # the order of docs/operations.md "Detection kinds" (a test checks both agree).
 KINDS = {
-    "path_loss": ("Probes from host/nic to target lost packets over an interval; value = loss ratio 0..1.",
-                  ("host", "nic", "target")),
+    "path_loss": ("Probes from host/nic to target lost packets over an interval; value = loss ratio 0..1 "
+                  "(nic null: from every NIC, e.g. a target unreachable on all of them).", ("host", "target")),
     "path_latency": ("Probes from host/nic to target saw a high RTT over an interval; value = seconds.",
-                     ("host", "nic", "target")),
+                     ("host", "target")),
     "nic_out": ("The NIC watcher took host/nic out of the egress set.", ("host", "nic")),
     "bfd_down": ("A BFD session of host/nic (a slot's responder) went Down.", ("host", "nic")),
     "bgp_down": ("A BGP session of host/nic (host or slot speaker) left Established.", ("host", "nic")),
@@ -203,3 +203,68 @@ def parse_lines(lines, where="detections"):
             raise DetectionError([InputProblem("", line[:80], "not JSON: %s" % exc, "emit one JSON object per line")],
                                  "%s line %d" % (where, number))
         yield Detection.from_dict(data, "%s line %d" % (where, number))
+
+
+# -- the fabric_monitor agent's events (roles/fabric_monitor, module_utils/monitor/agent.py) ----------
+# Its events carry context (rack, zone, slot, scope, detail) and name NICs by interface; kinds map so:
+AGENT_EVENT_KINDS = {
+    "probe_loss": "path_loss",
+    "target_unreachable": "path_loss",   # every NIC of the target silent: value 1.0, NIC unknown
+    "egress_out": "nic_out",
+    "nic_missing": "nic_out",
+    "nic_carrier_change": "carrier_change",
+    "nic_errors": "nic_errors",
+    "nic_drops": "nic_errors",
+    "bfd_session_down": "bfd_down",
+    "bfd_session_gone": "bfd_down",
+    "bgp_session_down": "bgp_down",
+    "bgp_session_gone": "bgp_down",
+    "spoofed_packets": "spoof_drop",
+}
+# Recoveries and bookkeeping: not detections.
+AGENT_EVENT_IGNORED = ("egress_in", "nic_present", "bfd_session_up", "bgp_session_up")
+
+
+def from_agent_event(event, index=None):
+    """Detections (a list: ``target_unreachable`` names several hosts) from one agent event, [] for a
+    recovery. ``index`` (a FabricIndex) maps interface names to NIC indexes; without it ``ethN`` is
+    NIC N+1. Raises :class:`DetectionError` for an event it cannot read."""
+    if not isinstance(event, dict):
+        raise DetectionError([InputProblem("", type(event).__name__, "expected an event mapping",
+                                           "pass one JSON object of the agent's events file")])
+    kind = event.get("kind")
+    if kind in AGENT_EVENT_IGNORED:
+        return []
+    if kind not in AGENT_EVENT_KINDS:
+        raise DetectionError([InputProblem("kind", kind, "unknown agent event kind",
+                                           "one of: %s" % ", ".join(sorted(AGENT_EVENT_KINDS) + list(AGENT_EVENT_IGNORED)))])
+    host = event.get("host")
+
+    def nic_of(h, name):
+        if name is None or isinstance(name, int):
+            return name
+        if index is not None:
+            return index.nic_index(h, name)
+        return int(name[3:]) + 1 if isinstance(name, str) and name.startswith("eth") and name[3:].isdigit() else None
+
+    out_kind = AGENT_EVENT_KINDS[kind]
+    value = event.get("value")
+    nic = nic_of(host, event.get("nic"))
+    source = "probe" if out_kind == "path_loss" else ("watcher" if out_kind == "nic_out" else
+                                                       "counters" if out_kind in ("carrier_change", "nic_errors", "spoof_drop")
+                                                       else out_kind[:3])
+    targets = [None]
+    if out_kind == "path_loss":
+        raw = event.get("target_host") or event.get("target")
+        targets = [t for t in str(raw or "").split(",") if t] or [None]
+        if kind == "target_unreachable":
+            value, nic = 1.0, None
+    out = []
+    for target in targets:
+        det = Detection(event.get("time"), out_kind, host=host, nic=nic, target=target,
+                        value=None if isinstance(value, str) else value, source=source)
+        problems = det.problems()
+        if problems:
+            raise DetectionError(problems, "agent event %s" % kind)
+        out.append(det)
+    return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 class FabricIndex(object):
     """Lookups by name. Racks and zones are numbered in the order they were added."""
 
-    __slots__ = ("hosts", "racks", "tor_rack", "zones", "zone_index", "spines")
+    __slots__ = ("hosts", "racks", "tor_rack", "zones", "zone_index", "spines", "nic_names")
 
     def __init__(self):
         self.hosts = {}       # host -> (rack index, NIC count, host id)
@@ -23,6 +23,7 @@ class FabricIndex(object):
         self.zones = []       # zone index -> (zone name, building, [rack indices], [spine names])
         self.zone_index = {}  # zone name -> zone index
         self.spines = {}      # spine -> zone index
+        self.nic_names = {}   # host -> [interface names], only where they differ from eth0..ethN-1
 
     # -- building -----------------------------------------------------------------------------
     def _zone(self, name, building):
@@ -33,12 +34,15 @@ class FabricIndex(object):
         return z
 
     def add_rack(self, name, tor, zone, building, hosts):
-        """hosts: iterable of (name, NIC count, host id)."""
+        """hosts: iterable of (name, NIC count, host id[, interface names])."""
         z = self._zone(zone, building)
         r = len(self.racks)
         names = []
-        for host, nics, hid in hosts:
+        for entry in hosts:
+            host, nics, hid = entry[:3]
             self.hosts[host] = (r, nics, hid)
+            if len(entry) > 3 and entry[3] and list(entry[3]) != ["eth%d" % k for k in range(nics)]:
+                self.nic_names[host] = list(entry[3])
             names.append(host)
         self.racks.append((name, tor, z, names))
         self.tor_rack[tor] = r
@@ -58,7 +62,7 @@ class FabricIndex(object):
         for rack in topo.racks:
             zone = rack.parent
             idx.add_rack(rack.name, rack.pins.get("tor_name") or "%s-tor" % rack.name, zone.name, zone.parent.name,
-                         ((h.name, h.nics, h.id) for h in sorted(rack.children, key=lambda h: h.id)))
+                         ((h.name, h.nics, h.id, h.nic_names) for h in sorted(rack.children, key=lambda h: h.id)))
         for spine in topo.spines:
             idx.add_spine(spine.name, spine.parent.name, spine.parent.parent.name)
         return idx
@@ -73,7 +77,8 @@ class FabricIndex(object):
         idx = cls()
         for rack in racks:
             idx.add_rack(rack["name"], rack["tor"]["name"], rack["zone"], rack.get("building"),
-                         ((h["name"], h["nic_count"], h["id"]) for h in rack["hosts"]))
+                         ((h["name"], h["nic_count"], h["id"], [n["name"] for n in h.get("nics") or ()])
+                          for h in rack["hosts"]))
             for up in rack["tor"].get("uplinks") or ():
                 if up["spine"] not in idx.spines:
                     idx.add_spine(up["spine"], rack["zone"], rack.get("building"))
@@ -114,6 +119,17 @@ class FabricIndex(object):
     def nic_count(self, host):
         ref = self.hosts.get(host)
         return None if ref is None else ref[1]
+
+    def nic_index(self, host, name):
+        """1-based index of interface ``name`` on ``host`` (None when unknown)."""
+        names = self.nic_names.get(host)
+        if names is not None:
+            return names.index(name) + 1 if name in names else None
+        if isinstance(name, str) and name.startswith("eth") and name[3:].isdigit():
+            k = int(name[3:]) + 1
+            nics = self.nic_count(host)
+            return k if nics is None or k <= nics else None
+        return None
 
     def tor_port(self, host, nic):
         """The ToR interface facing 1-based NIC ``nic`` of ``host`` (planner.tor_port_name)."""

@@ -41,7 +41,7 @@ def test_every_problem_is_reported_with_field_value_and_fix():
 def test_kind_requires_its_fields():
     with pytest.raises(DetectionError) as err:
         Detection.make(1.0, "path_loss", host="r1-h1", value=0.1, source="probe")
-    assert sorted(p.path for p in err.value.problems) == ["nic", "target"]
+    assert sorted(p.path for p in err.value.problems) == ["target"]  # nic is optional: null = every NIC
     with pytest.raises(DetectionError) as err:
         Detection.make(1.0, "uplink_loss", tor="r1-tor", spine="s1", value=1.5, source="frr_exporter")
     assert [p.path for p in err.value.problems] == ["value"]
@@ -64,3 +64,29 @@ def test_target_nic_is_optional_and_checked():
     with pytest.raises(DetectionError) as err:
         Detection.make(1.0, "nic_out", host="a", nic=1, target_nic=2, source="watcher")
     assert [p.path for p in err.value.problems] == ["target_nic"]
+
+
+def test_agent_events_become_detections():
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import fabrics  # pylint: disable=import-outside-toplevel
+    from ansible_collections.netscale.multinic.plugins.module_utils.monitor.detections import from_agent_event
+
+    idx = fabrics.index()
+    base = {"time": 100.0, "source": "fabric_monitor", "host": "z1r1h1", "rack": "z1r1", "zone": "z1", "slot": None,
+            "detail": "x"}
+    (loss,) = from_agent_event(dict(base, kind="probe_loss", scope="path", nic="eth1", target="fd00::1",
+                                    target_host="z1r2h1", value=0.05), idx)
+    assert (loss.kind, loss.nic, loss.target, loss.value, loss.source) == ("path_loss", 2, "z1r2h1", 0.05, "probe")
+    unreach = from_agent_event(dict(base, kind="target_unreachable", scope="target", target="fd00::9",
+                                    target_host="z1r2h1,z1r2h2", value=None), idx)
+    assert [(d.target, d.nic, d.value) for d in unreach] == [("z1r2h1", None, 1.0), ("z1r2h2", None, 1.0)]
+    (out,) = from_agent_event(dict(base, kind="egress_out", scope="nic", nic="eth3"), idx)
+    assert (out.kind, out.nic, out.source) == ("nic_out", 4, "watcher")
+    assert from_agent_event(dict(base, kind="egress_in", nic="eth3")) == []
+    with pytest.raises(DetectionError, match="unknown agent event kind"):
+        from_agent_event(dict(base, kind="moon_phase"))
+    with pytest.raises(DetectionError) as err:
+        from_agent_event(dict(base, kind="egress_out", nic="eth9"), idx)  # a 4-NIC host has no eth9
+    assert [p.path for p in err.value.problems] == ["nic"]
