@@ -185,8 +185,8 @@ class Detection(object):
         return hash(tuple(getattr(self, f) for f in FIELDS))
 
     def __repr__(self):
-        return "Detection(%s)" % ", ".join("%s=%r" % (f, getattr(self, f)) for f in FIELDS
-                                          if getattr(self, f) is not None)
+        shown = ["%s=%r" % (f, getattr(self, f)) for f in FIELDS if getattr(self, f) is not None]
+        return "Detection(%s)" % ", ".join(shown)
 
 
 def parse_lines(lines, where="detections"):
@@ -221,6 +221,8 @@ AGENT_EVENT_KINDS = {
     "bgp_session_gone": "bgp_down",
     "spoofed_packets": "spoof_drop",
 }
+AGENT_EVENT_SOURCES = {"path_loss": "probe", "nic_out": "watcher", "carrier_change": "counters",
+                       "nic_errors": "counters", "spoof_drop": "counters"}
 # Recoveries and bookkeeping: not detections.
 AGENT_EVENT_IGNORED = ("egress_in", "nic_present", "bfd_session_up", "bgp_session_up")
 
@@ -250,9 +252,7 @@ def from_agent_event(event, index=None):
     out_kind = AGENT_EVENT_KINDS[kind]
     value = event.get("value")
     nic = nic_of(host, event.get("nic"))
-    source = "probe" if out_kind == "path_loss" else ("watcher" if out_kind == "nic_out" else
-                                                       "counters" if out_kind in ("carrier_change", "nic_errors", "spoof_drop")
-                                                       else out_kind[:3])
+    source = AGENT_EVENT_SOURCES.get(out_kind, out_kind[:3])
     targets = [None]
     if out_kind == "path_loss":
         raw = event.get("target_host") or event.get("target")
