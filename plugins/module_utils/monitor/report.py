@@ -85,8 +85,8 @@ def _cell(text):
 
 def render_markdown(report):
     out = ["# Fleet health (%s)" % _ts(report["generated_at"]), ""]
-    for title, key in (("Open cases", "open_cases"), ("Cases closed in the last %d min" % (report["recent_s"] // 60),
-                                                         "recent_cases")):
+    recent = "Cases closed in the last %d min" % (report["recent_s"] // 60)
+    for title, key in (("Open cases", "open_cases"), (recent, "recent_cases")):
         rows = report[key]
         out.append("## %s: %d" % (title, len(rows)))
         out.append("")
@@ -107,8 +107,8 @@ def render_markdown(report):
         out.append("|---|---|---|---|")
         for r in bad:
             v = racks[r]
-            out.append("| %s | %d | %d | %s |" % (_cell(r), v["bad"], v["good"], "-" if v["sli"] is None else
-                                                  "%.4f" % v["sli"]))
+            shown = "-" if v["sli"] is None else "%.4f" % v["sli"]
+            out.append("| %s | %d | %d | %s |" % (_cell(r), v["bad"], v["good"], shown))
         out.append("")
     return "\n".join(out) + "\n"
 
