@@ -557,13 +557,21 @@ class Correlator(object):
             if keep:
                 qualified[host] = keep
 
+        # Racks whose ToR has a lossy uplink (exporter, or an open uplink case): their hosts are the
+        # suspects of paths leaving them (two racks alone in a zone are otherwise symmetric).
+        up_racks = {idx.rack_of_tor(k[0]) for k in uplinks}
+        up_racks.update(idx.rack_of_tor(k[1]) for k in self.open if k[0] == "uplink")
+        up_racks.discard(None)
         need = {}
         bonus = {}
         for det, a, b in paths:
+            cross = idx.rack_of_host(a[0]) != idx.rack_of_host(b[0])
             for end in (a, b):
                 if end not in need:
                     need[end] = self._need(end[0])
                     bonus[end] = need[end] if self._favoured(end, qualified) else 0
+                if cross and not bonus[end] and idx.rack_of_host(end[0]) in up_racks:
+                    bonus[end] = need[end]
         blamed_ends, leftover = _vote(paths, bonus, need)
         blamed = {}
         for end, got in blamed_ends.items():
