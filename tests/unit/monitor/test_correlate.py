@@ -15,7 +15,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.monitor.fabric i
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import tor_port_name
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fabrics  # noqa: E402  pylint: disable=wrong-import-position
+import monitor_fabric as fabrics  # noqa: E402  pylint: disable=wrong-import-position
 
 T0 = 1000 * 60.0
 IDX = fabrics.index()

@@ -14,7 +14,7 @@ from ansible_collections.netscale.multinic.bench.monitor_sim import Fault, Simul
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor.correlate import Correlator, case_dict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fabrics  # noqa: E402  pylint: disable=wrong-import-position
+import monitor_fabric as fabrics  # noqa: E402  pylint: disable=wrong-import-position
 
 IDX = fabrics.index()
 HOSTS = sorted(IDX.hosts)

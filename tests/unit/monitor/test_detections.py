@@ -70,7 +70,7 @@ def test_agent_events_become_detections():
     import os
     import sys
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import fabrics  # pylint: disable=import-outside-toplevel
+    import monitor_fabric as fabrics  # pylint: disable=import-outside-toplevel
     from ansible_collections.netscale.multinic.plugins.module_utils.monitor.detections import from_agent_event
 
     idx = fabrics.index()

@@ -11,7 +11,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.monitor import s
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor.sli import SLIError, Sample
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fabrics  # noqa: E402  pylint: disable=wrong-import-position
+import monitor_fabric as fabrics  # noqa: E402  pylint: disable=wrong-import-position
 
 IDX = fabrics.index()
 M0 = 30000000 * 60  # an epoch minute boundary

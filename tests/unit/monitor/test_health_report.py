@@ -12,7 +12,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.monitor import r
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor.correlate import Correlator, case_dict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fabrics  # noqa: E402  pylint: disable=wrong-import-position
+import monitor_fabric as fabrics  # noqa: E402  pylint: disable=wrong-import-position
 
 IDX = fabrics.index()
 T0 = 1000 * 60.0
