@@ -53,7 +53,7 @@ SCOPE_ORDER = ("zone", "spine", "tor", "uplink", "host", "nic", "target", "agent
 ANY_SPINE = "*"
 
 DEFAULTS = {
-    "window": 60.0, "slack": 60.0, "quiet": 600.0, "hold": 180.0, "repeat_gap": 120.0, "agent_grace": 120.0,
+    "window": 60.0, "slack": 30.0, "quiet": 600.0, "hold": 180.0, "repeat_gap": 120.0, "agent_grace": 120.0,
     "loss_threshold": 0.01, "latency_threshold": 0.005, "counter_threshold": 1.0,
     "min_peers": 2, "peer_share": 0.1, "min_soft": 2,
     "host_min_nics": 2, "host_nic_share": 0.5,
@@ -235,6 +235,7 @@ class Correlator(object):
         self.stats = {"detections": 0, "below_threshold": 0, "in_cases": 0, "unattributed": 0, "late": 0,
                       "cases_opened": 0, "cases_absorbed": 0}
         self.now = None
+        self.decided_at = None
         self._need_cache = {}
 
     # -- input --------------------------------------------------------------------------------
@@ -271,13 +272,25 @@ class Correlator(object):
             for case in self.feed(det):
                 yield case
 
+    def tick(self, now):
+        """The clock moved to ``now`` (epoch seconds) without a detection: decide the windows that
+        ended ``slack`` ago and return the cases that closed. A live consumer calls it every few
+        seconds, so that a window is decided on time even when no later detection arrives."""
+        if self.horizon is None or now > self.horizon:
+            self.horizon = now
+        return self._advance(now - self.opt["slack"])
+
     def finish(self, now=None):
         """Decide every buffered window; close cases quiet at ``now`` (default: last detection + quiet,
         which closes all). Returns the cases left: closed ones and, with ``now``, the still-open ones."""
         out = []
+        w = self.window
         if self.buckets:
-            last = max(self.buckets)
-            out.extend(self._advance((last + 1) * self.window))
+            out.extend(self._advance((max(self.buckets) + 1) * w))
+        for _step in range(int(self.opt["hold"] // w) + 2):
+            if not self.pending or (now is not None and (self.done_until + 1) * w > now):
+                break
+            out.extend(self._advance((self.done_until + 1) * w))
         end = now if now is not None else (self.horizon or 0) + self.opt["quiet"] + self.window
         out.extend(self._close(end))
         self._expire(float("inf") if now is None else now)
@@ -302,16 +315,33 @@ class Correlator(object):
         return True
 
     def _advance(self, until):
-        """Decide every buffered window that ends at or before ``until``."""
+        """Decide every window that ends at or before ``until``: those with detections, and the empty
+        ones while detections wait in ``pending`` (they are voted again). Windows with neither are
+        skipped in one step."""
         out = []
         w = self.window
-        for b in sorted(k for k in self.buckets if (k + 1) * w <= until):
-            dets = self.buckets.pop(b)
+        if self.done_until is None:
+            if not self.buckets:
+                return out
+            self.done_until = min(self.buckets)
+        b = self.done_until
+        while (b + 1) * w <= until:
+            dets = self.buckets.pop(b, None)
+            if dets is None and not self.pending:
+                later = [k for k in self.buckets if k > b]
+                b = min(min(later), int(until // w)) if later else int(until // w)
+                self.done_until = max(self.done_until, b)
+                continue
             self.done_until = b + 1
             self.now = (b + 1) * w
+            # When the window is decided in a live stream: its end plus the slack (deterministic: it
+            # does not depend on which detection moved the stream on; see tick()).
+            self.decided_at = self.now + self.opt["slack"]
             out.extend(self._close(self.now))
-            self._decide(dets, self.now)
+            self._decide(dets or [], self.now)
             self._expire(self.now)
+            b += 1
+        out.extend(self._close(self.done_until * w))
         return out
 
     def _close(self, now):
@@ -452,7 +482,7 @@ class Correlator(object):
             return
         case = self._covering(key)
         if case is None:
-            case = Case(key, self.now, self.opt["record"], self.opt["max_listed"] * 50)
+            case = Case(key, self.decided_at, self.opt["record"], self.opt["max_listed"] * 50)
             self.stats["cases_opened"] += 1
             z = self._zone_of_key(key)
             if key[0] not in ("agent", "target"):
@@ -578,6 +608,18 @@ class Correlator(object):
             blamed.setdefault(end[0], []).extend(got)
         for det, _a, _b in leftover:
             self.pending.append(det)
+
+        # A host blamed only by probes toward it, with nothing from the host itself (its own probes
+        # would lose too on a bad NIC), may be a host whose agent (the responder) just died: Prometheus
+        # reports that later than the probes fail. Such paths wait up to agent_grace for an agent_down.
+        for host in list(blamed):
+            got = blamed[host]
+            if host in qualified or host not in idx.hosts or self._host_in_case(host):
+                continue
+            if all(d.target == host for d, _f in got):
+                if now - min(d.time for d, _f in got) < o["agent_grace"]:
+                    self.pending.extend(d for d, _f in got)
+                    del blamed[host]
 
         # Per host: its detections with the far ends and the NICs hit on its side.
         host_ev = {}

@@ -214,3 +214,28 @@ def test_bad_options_name_the_option_the_value_and_the_fix():
     with pytest.raises(CorrelationError, match="quiet"):
         check_options({"window": 120, "quiet": 60})
     assert check_options({})["window"] == 60.0
+
+
+def test_tick_decides_a_window_without_a_later_detection():
+    corr = Correlator(IDX)
+    det = Detection(T0 + 10, "nic_out", host="z1r1h1", nic=1, source="watcher")
+    assert corr.feed(det) == [] and corr.open_cases() == []
+    corr.tick(T0 + 60 + 29)                        # window [T0, T0+60) not yet past the 30 s slack
+    assert corr.open_cases() == []
+    corr.tick(T0 + 90)
+    (case,) = corr.open_cases()
+    assert case.key == ("nic", "z1r1h1", 1) and case.opened_at == T0 + 90
+    closed = corr.tick(T0 + 90 + 600)              # quiet for 600 s after its last detection
+    assert [c.key for c in closed] == [("nic", "z1r1h1", 1)] and closed[0].closed_at == T0 + 10 + 600
+
+
+def test_probes_toward_a_host_alone_wait_for_an_agent_down():
+    """Only inbound loss, nothing from the host itself: held up to agent_grace, then a network case."""
+    dets = [Detection(T0 + 5 + 10 * i, "path_loss", host=src, nic=1, target="z1r2h1", value=1.0, source="probe")
+            for i in range(6) for src in ("z1r1h1", "z1r3h1", "z1r4h1", "z1r2h2")]
+    cases, _s = correlate(dets, IDX)
+    assert [c["scope"]["id"] for c in cases] == ["z1r2h1"]
+    assert cases[0]["opened_at"] >= T0 + 5 + 120   # waited agent_grace for Prometheus
+    late_agent = dets + [Detection(T0 + 100, "agent_down", host="z1r2h1", source="agent")]
+    cases, _s = correlate(late_agent, IDX)
+    assert [c["scope"]["kind"] for c in cases] == ["agent"]
