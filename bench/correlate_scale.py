@@ -108,6 +108,9 @@ def _phase(args, phase, queue):
         out.update(faults_started=len(started), faults_matched=len(matched),
                    faults_by_kind={k: sum(1 for f in started if f.kind == k) for k, _w in KINDS},
                    missed_by_kind={k: sum(1 for f in started if f.kind == k and f.expect not in got) for k, _w in KINDS},
+                   missed=[{"kind": f.kind, "expect": list(f.expect), "loss": f.loss, "start_s": f.start - T0,
+                            "end_s": f.end - T0, "exporter": f.exporter} for f in started if f.expect not in got],
+                   last_case_s=last - T0,
                    extra_cases=sum(len(v) for k, v in got.items() if k not in {f.expect for f in started}),
                    detections_per_case=round(sum(c.count for c in cases) / float(len(cases) or 1), 1),
                    time_to_open_s_median=_median([min(c.opened_at for c in got[f.expect]) - f.start for f in matched]))
