@@ -41,7 +41,7 @@ def fault_plan(index, count, spacing, seed=5):
     rnd = random.Random(seed)
     racks = list(range(len(index.racks)))
     rnd.shuffle(racks)
-    bag = [k for k, w in KINDS for _ in range(w)]
+    bag = [k for k, w in KINDS for _copy in range(w)]
     faults = []
     for i in range(count):
         r = racks[i % len(racks)]

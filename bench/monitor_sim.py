@@ -189,9 +189,7 @@ class Simulator(object):
         k = int(t_start // self.interval)
         while k * self.interval < t_end:
             for fault in faults:
-                for det in self.fault_detections(fault, k):
-                    yield det
+                yield from self.fault_detections(fault, k)
             if noise or above:
-                for det in self.noise(k, noise, above):
-                    yield det
+                yield from self.noise(k, noise, above)
             k += 1

@@ -269,8 +269,7 @@ class Correlator(object):
 
     def feed_many(self, detections):
         for det in detections:
-            for case in self.feed(det):
-                yield case
+            yield from self.feed(det)
 
     def tick(self, now):
         """The clock moved to ``now`` (epoch seconds) without a detection: decide the windows that
@@ -329,7 +328,7 @@ class Correlator(object):
             dets = self.buckets.pop(b, None)
             if dets is None and not self.pending:
                 later = [k for k in self.buckets if k > b]
-                b = min(min(later), int(until // w)) if later else int(until // w)
+                b = min(later + [int(until // w)])
                 self.done_until = max(self.done_until, b)
                 continue
             self.done_until = b + 1

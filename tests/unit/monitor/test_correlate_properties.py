@@ -26,7 +26,7 @@ SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[Healt
 @st.composite
 def faults(draw):
     out = []
-    for _ in range(draw(st.integers(0, 3))):
+    for _fault in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(["nic", "host", "tor", "uplink", "agent", "flap"]))
         start = T0 + draw(st.integers(0, 20)) * 30.0
         end = start + draw(st.integers(2, 12)) * 30.0
