@@ -372,7 +372,11 @@ class Correlator(object):
         if not times:
             return False
         g = self.opt["agent_grace"]
-        return any(t - g <= x <= t + g for x in times)
+        # Only what lies before the end of the window being decided: later windows may be half fed,
+        # and what they hold would make the decision depend on arrival order. An agent_down reported
+        # later still wins through the inbound-only wait (agent_grace) of _decide.
+        limit = self.now
+        return any(t - g <= x <= t + g and x < limit for x in times)
 
     def _agent_down(self, host, t):
         if not self._near(self.agent_times, host, t):
