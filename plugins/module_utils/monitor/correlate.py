@@ -116,7 +116,7 @@ class Case(object):
     """One case: a scope, its evidence and the detections it absorbed (counted; listed with ``record``)."""
 
     __slots__ = ("key", "start", "last", "opened_at", "closed_at", "count", "repeats", "kinds", "hosts", "nics",
-                 "peers", "spines", "absorbed", "notes", "members", "status", "values", "_cap")
+                 "peers", "spines", "absorbed", "notes", "members", "status", "values", "_cap", "_id")
 
     def __init__(self, key, opened_at, record, cap):
         self.key = key
@@ -137,10 +137,15 @@ class Case(object):
         self.status = "open"
         self.values = [0.0, 0]  # sum and count of loss ratios seen
         self._cap = cap
+        self._id = None
 
     @property
     def id(self):
-        return "%s@%d" % (scope_id(self.key), int(self.start or 0))
+        """Stable for the case's life (set from its first detection; a later, earlier-stamped detection
+        or an absorbed case moves ``start``, not the id): consumers key one action per case on it."""
+        if self._id is None:
+            return "%s@%d" % (scope_id(self.key), int(self.start or 0))
+        return self._id
 
     def _add(self, collection, item):
         if len(collection) < self._cap:
@@ -502,6 +507,8 @@ class Correlator(object):
         gap = self.opt["repeat_gap"]
         for det, ends in sorted(dets, key=lambda p: _order(p[0])):
             case.add(det, ends, gap)
+        if case._id is None:
+            case._id = case.id
         self.stats["in_cases"] += len(dets)
 
     def _late(self, det):
@@ -880,7 +887,9 @@ def case_dict(case, index=None, max_listed=20):
     key = case.key
     scope = {"kind": key[0], "id": scope_id(key)}
     if key[0] == "nic":
-        scope.update(host=key[1], nic=key[2])
+        # nic: the plan's index (0-based: host_data nics[].index, drain.yml's drain_nic, the EDA case
+        # contract); nic_number: the detections' 1-based NIC (the id shows it).
+        scope.update(host=key[1], nic=key[2] - 1, nic_number=key[2])
         if index is not None:
             scope["port"] = index.tor_port(key[1], key[2])
     elif key[0] in ("host", "agent"):
@@ -941,3 +950,20 @@ def correlate(detections, index, now=None, **options):
         cases.extend(corr.feed(det))
     cases.extend(corr.finish(now))
     return [case_dict(c, index, corr.opt["max_listed"]) for c in cases], dict(corr.stats)
+
+
+EVENT_KINDS = ("nic", "host", "tor", "uplink", "spine", "zone", "agent")
+
+
+def case_event(case, state):
+    """One line of the case file the EDA source ``netscale.multinic.case_file`` tails:
+    ``{"case": {...}}`` with ``state`` open, updated or closed (docs/remediation-eda.md). ``case`` is a
+    :func:`case_dict`. Cases of a target outside the plan have nothing to drain: None (not written)."""
+    if state not in ("open", "updated", "closed"):
+        raise CorrelationError([InputProblem("state", state, "not a case state", "use open, updated or closed")])
+    if case["scope"]["kind"] not in EVENT_KINDS:
+        return None
+    body = dict((k, case[k]) for k in ("id", "scope", "root_cause", "detections", "start", "end", "repeats",
+                                       "opened_at", "evidence", "absorbed"))
+    body["state"] = state
+    return {"case": body}
