@@ -218,7 +218,8 @@ def scope_id(key):
     if kind == "nic":
         return "%s/nic%d" % (key[1], key[2])
     if kind == "uplink":
-        return "%s~%s" % (key[1], key[2])
+        # Only letters, digits and _.:@/- (the EDA case contract's id): <tor>/<spine>, <tor>/any-spine.
+        return "%s/%s" % (key[1], "any-spine" if key[2] == ANY_SPINE else key[2])
     return "%s" % key[1]
 
 

@@ -31,8 +31,8 @@ def cases_of(faults, seed, until=T0 + 1200):
     (Fault("host", T0, T0 + 300, host="lab-r1-h2"), ("host", "lab-r1-h2")),
     (Fault("tor", T0, T0 + 300, tor="lab-r1-tor"), ("tor", "lab-r1-tor")),
     (Fault("tor", T0, T0 + 300, tor="lab-r2-tor"), ("tor", "lab-r2-tor")),
-    (Fault("uplink", T0, T0 + 300, tor="lab-r2-tor", spine="lab-spine1", loss=0.3), ("uplink", "lab-r2-tor~lab-spine1")),
-    (Fault("uplink", T0, T0 + 300, tor="lab-r1-tor", spine="lab-spine1", loss=0.3), ("uplink", "lab-r1-tor~lab-spine1")),
+    (Fault("uplink", T0, T0 + 300, tor="lab-r2-tor", spine="lab-spine1", loss=0.3), ("uplink", "lab-r2-tor/lab-spine1")),
+    (Fault("uplink", T0, T0 + 300, tor="lab-r1-tor", spine="lab-spine1", loss=0.3), ("uplink", "lab-r1-tor/lab-spine1")),
     (Fault("flap", T0, T0 + 600, host="lab-r1-h1", nic=2, flaps=(T0 + 10, T0 + 250, T0 + 500)), ("nic", "lab-r1-h1/nic2")),
     (Fault("agent", T0, T0 + 300, host="lab-r2-h2"), ("agent", "lab-r2-h2")),
 ])
