@@ -105,7 +105,7 @@ def test_a_bad_host_minute_has_a_lossy_nic_and_the_verdict_is_the_pooled_ratio(r
             assert verdict == ("bad" if lost / float(answered + lost) > sli.THRESHOLD else "good")
             if verdict == "bad":  # a pooled ratio above the threshold needs one NIC above it
                 cells = [nic_totals.get("%s/nic%d" % (sid, n), {}).get(m) for n in range(1, 5)]
-                assert any(c and c[1] / float(c[0] + c[1]) > sli.THRESHOLD for c in cells)
+                assert any(c and c[0] + c[1] and c[1] / float(c[0] + c[1]) > sli.THRESHOLD for c in cells)
     for sid, per in totals.items():  # minutes under min_probes never count
         for m, (answered, lost) in per.items():
             assert (m in host.get(sid, {})) == (answered + lost >= sli.MIN_PROBES)
