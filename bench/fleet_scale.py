@@ -215,6 +215,7 @@ def run_scenario(label, args, env):
             with open(os.path.join(work, name), "w") as handle:
                 handle.write(text)
         out["core"] = core = planner_core(topo)
+        print("   .. %s core: %s" % (scenario, json.dumps(core)), flush=True)
         first_host = "h1-1-1-1"
         steps = [
             ("noop", ["ansible-playbook", "-i", topo, os.path.join(work, "noop.yml")], "TASK ["),
@@ -237,6 +238,7 @@ def run_scenario(label, args, env):
             if name == "plan":
                 result["files"] = sum(len(f) for _b, _d, f in os.walk(os.path.join(work, "intended")))
             out[name] = result
+            print("   .. %s: %s" % (name, json.dumps(dict((k, v) for k, v in result.items() if k != "tail"))), flush=True)
             if name != "render":
                 shutil.rmtree(os.path.join(work, "rendered"), ignore_errors=True)
         report(out)

@@ -51,8 +51,6 @@ EXAMPLES = r"""
 # ansible -i inventories/example/fabric.yml gpu_hosts -m ansible.builtin.debug -a var=multinic_host.nics
 """
 
-import gc
-
 from ansible import constants as C
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin
@@ -60,6 +58,7 @@ from ansible.module_utils.common.text.converters import to_native
 
 try:
     from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+    from ansible_collections.netscale.multinic.plugins.module_utils.gcpause import gc_paused
     from ansible_collections.netscale.multinic.plugins.module_utils.plan.inventory_model import fabric_inventory
     from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plain, read_topology_file
     HAS_NETADDR = True
@@ -87,16 +86,13 @@ class InventoryModule(BaseInventoryPlugin):
 
     def parse(self, inventory, loader, path, cache=True):
         super(InventoryModule, self).parse(inventory, loader, path, cache)
-        # A region's inventory is millions of small dicts and lists built at once: with Python's cyclic
-        # garbage collector running, its repeated full collections over that growing heap took 60 % of
-        # the load. It is off while the inventory is built; then one collection frees the planner's
-        # (cyclic) topology and gc.freeze() moves the inventory, which lives as long as the run, out of
-        # all later collections, so that neither the run nor its forked workers walk (and copy-on-write)
-        # it again. Objects frozen are still freed by reference counting.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
+        # A region's inventory is millions of small dicts and lists built at once: the cyclic garbage
+        # collector is paused while it is built (its full collections over the growing heap were 60 %
+        # of the load), then one collection frees the planner's topology and gc.freeze() keeps the
+        # inventory, which lives as long as the run, out of later collections (module_utils/gcpause.py).
         try:
-            self._parse(loader, path)
+            with gc_paused(freeze=True):
+                self._parse(loader, path)
         except Exception:
             # Ansible turns a source that fails to parse into a [WARNING] and runs the play on no hosts
             # (rc 0) unless [inventory] any_unparsed_is_failed is set. A fabric whose topology does not
@@ -105,12 +101,6 @@ class InventoryModule(BaseInventoryPlugin):
             # after listing our problems (ansible/inventory/manager.py, parse_source).
             C.INVENTORY_ANY_UNPARSED_IS_FAILED = True
             raise
-        finally:
-            if gc_was_enabled:
-                gc.enable()
-        if gc_was_enabled:
-            gc.collect()
-            gc.freeze()
 
     def _parse(self, loader, path):
         if not HAS_NETADDR:
