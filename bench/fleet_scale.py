@@ -45,9 +45,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, ".build"))
-sys.path.insert(0, HERE)
 
-import plan_scale  # noqa: E402  (the synthetic fabrics)
+from ansible_collections.netscale.multinic.bench import plan_scale  # noqa: E402  (the synthetic fabrics)
 
 SCENARIOS = {"quick": "quick", "10K": "region_100k_8nic", "30K": "region_100k", "125K": "metro_1m"}
 FULL = ("10K", "30K", "125K")
