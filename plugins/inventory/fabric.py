@@ -36,6 +36,9 @@ options:
 notes:
   - Every other key of the file is the fabric topology, documented in C(docs/topology.md) of the
     collection. Invalid topologies fail with every problem listed by its path in the file.
+  - A topology that fails to parse stops the run (rc 1, its problems listed) whatever C([inventory]
+    unparsed_is_failed) and C(any_unparsed_is_failed) say - the plugin sets the latter for the run.
+  - Built for fleets (100K to 1M GPUs) - see C(docs/topology.md), "The inventory at fleet scale".
 requirements:
   - netaddr
 """
