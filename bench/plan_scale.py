@@ -32,6 +32,9 @@ SCENARIOS = {
     # 1M-GPU metro region: ~125K hosts x 4 NICs x 8 task slots (~4M per-NIC container addresses).
     "metro_1m": dict(buildings=8, zones=8, racks=245, hosts=(8, 8), nics=(4, 4), slots=8,
                      capacity=dict(buildings=8, zones=8, racks=256, hosts=8, nics=8, task_slots=8, spines=4)),
+    # A 100K-GPU region of 8-GPU hosts: ~12.5K hosts, most with 8 NICs (one per GPU), 4 per rack.
+    "region_100k_8nic": dict(buildings=4, zones=8, racks=98, hosts=(4, 4), nics=(4, 8, 8, 8), slots=8,
+                             capacity=dict(buildings=8, zones=8, racks=128, hosts=4, nics=8, task_slots=8, spines=4)),
     "quick": dict(buildings=2, zones=2, racks=8, hosts=(2, 4), nics=(2, 4), slots=8,
                   capacity=dict(buildings=2, zones=2, racks=16, hosts=4, nics=8, task_slots=8, spines=4)),
 }

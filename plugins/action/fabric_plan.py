@@ -12,6 +12,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError, PlanChangedError
+from ansible_collections.netscale.multinic.plugins.module_utils.gcpause import gc_paused
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import run_plan
 from ansible_collections.netscale.multinic.plugins.modules.fabric_plan import ARGUMENT_SPEC
 
@@ -40,8 +41,9 @@ class ActionModule(ActionBase):
                                         % (key, value))
             consent[key] = value
         try:
-            outcome = run_plan(topology, dest, allow_renumber=allow, check_mode=self._task.check_mode,
-                               per_fabric=True, decommission=consent["decommission"], release=consent["release"])
+            with gc_paused():  # a region's plan is millions of objects built at once (module_utils/gcpause.py)
+                outcome = run_plan(topology, dest, allow_renumber=allow, check_mode=self._task.check_mode,
+                                   per_fabric=True, decommission=consent["decommission"], release=consent["release"])
         except PlanChangedError as exc:
             result.update(failed=True, msg=to_native(exc), renumbered=exc.changes)
             return result

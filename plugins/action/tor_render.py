@@ -16,11 +16,15 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.gcpause import gc_paused
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy import build_fabric_configs
 from ansible_collections.netscale.multinic.plugins.module_utils.frr.key_placeholders import with_placeholders
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact, write_if_changed
 from ansible_collections.netscale.multinic.plugins.modules.tor_render import ARGUMENT_SPEC
+
+
+SAFE_DUMPER = getattr(yaml, "CSafeDumper", None) or yaml.SafeDumper
 
 
 class ActionModule(ActionBase):
@@ -52,6 +56,10 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("tor_render: variable %s must be a mapping host name -> key (got %s)"
                                         % (var, type(md5_keys).__name__))
             md5_keys = {str(k): (None if v is None else str(v)) for k, v in md5_keys.items()}
+        with gc_paused():
+            return self._render(result, topology, dest, devices, options, md5_keys)
+
+    def _render(self, result, topology, dest, devices, options, md5_keys):
         try:
             plan = load_plan(topology)
             configs = build_fabric_configs(plan, options, md5_keys, devices=devices)
@@ -64,7 +72,8 @@ class ActionModule(ActionBase):
         for name, cfg in sorted(configs.items()):
             cfg_path = os.path.join(dest, "configs", name + ".cfg")
             sc_path = os.path.join(dest, "structured_configs", name + ".yml")
-            sc_text = yaml.safe_dump(redact(cfg["structured"]), sort_keys=True, default_flow_style=False)
+            # libyaml's emitter when built in: the same bytes as yaml.safe_dump, ~3x faster on a region
+            sc_text = yaml.dump(redact(cfg["structured"]), Dumper=SAFE_DUMPER, sort_keys=True, default_flow_style=False)
             # the file on disk names each key (<md5:host>), the device gets the key (frr_config secrets)
             on_disk, md5_names = with_placeholders(cfg["text"], md5_keys)
             changed_cfg = write_if_changed(cfg_path, on_disk, mode=0o600, check_mode=check)

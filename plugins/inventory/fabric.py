@@ -36,6 +36,9 @@ options:
 notes:
   - Every other key of the file is the fabric topology, documented in C(docs/topology.md) of the
     collection. Invalid topologies fail with every problem listed by its path in the file.
+  - A topology that fails to parse stops the run (rc 1, its problems listed) whatever C([inventory]
+    unparsed_is_failed) and C(any_unparsed_is_failed) say - the plugin sets the latter for the run.
+  - Built for fleets (100K to 1M GPUs) - see C(docs/topology.md), "The inventory at fleet scale".
 requirements:
   - netaddr
 """
@@ -51,17 +54,31 @@ EXAMPLES = r"""
 # ansible -i inventories/example/fabric.yml gpu_hosts -m ansible.builtin.debug -a var=multinic_host.nics
 """
 
+from ansible import constants as C
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin
 from ansible.module_utils.common.text.converters import to_native
 
 try:
     from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-    from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import fabric_view
+    from ansible_collections.netscale.multinic.plugins.module_utils.gcpause import gc_paused
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.inventory_model import fabric_inventory
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plain, read_topology_file
     HAS_NETADDR = True
     import netaddr  # noqa: F401  pylint: disable=unused-import
 except ImportError:
     HAS_NETADDR = False
+
+try:
+    import yaml
+    YAML_ERRORS = (yaml.YAMLError,)
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
+    YAML_ERRORS = ()
+
+# The topology keys of the lab add-on (module_utils/lab/section.py): the lab package is imported, and
+# its inventory extension run, only for a topology that has a lab section.
+LAB_SECTION = "lab"
+LAB_STATE_DIR_OPTION = "lab_state_dir"
 
 
 class InventoryModule(BaseInventoryPlugin):
@@ -72,26 +89,79 @@ class InventoryModule(BaseInventoryPlugin):
 
     def parse(self, inventory, loader, path, cache=True):
         super(InventoryModule, self).parse(inventory, loader, path, cache)
+        # A region's inventory is millions of small dicts and lists built at once: the cyclic garbage
+        # collector is paused while it is built (its full collections over the growing heap were 60 %
+        # of the load), then one collection frees the planner's topology and gc.freeze() keeps the
+        # inventory, which lives as long as the run, out of later collections (module_utils/gcpause.py).
+        try:
+            with gc_paused(freeze=True):
+                self._parse(loader, path)
+        except Exception:
+            # Ansible turns a source that fails to parse into a [WARNING] and runs the play on no hosts
+            # (rc 0) unless [inventory] any_unparsed_is_failed is set. A fabric whose topology does not
+            # parse must stop every playbook whatever the user's configuration says: force that setting
+            # for this run, so that the inventory manager raises its "Completely failed to parse" error
+            # after listing our problems (ansible/inventory/manager.py, parse_source).
+            C.INVENTORY_ANY_UNPARSED_IS_FAILED = True
+            raise
+
+    def _parse(self, loader, path):
         if not HAS_NETADDR:
             raise AnsibleParserError("the netscale.multinic.fabric inventory plugin needs the python library "
                                      "netaddr on the controller (pip install netaddr)")
-        data = loader.load_from_file(path, cache="none")
+        data = self._load(loader, path)
         if not isinstance(data, dict) or data.get("plugin") != self.NAME:
             raise AnsibleParserError("%s is not a fabric topology (plugin: %s missing)" % (path, self.NAME))
         # The file is both the plugin's config and the topology: lab_state_dir, the only option, is an
         # add-on key of the topology that the lab's inventory extension reads.
+        extensions = []
+        if data.get(LAB_SECTION):
+            from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import LabInventory
+            from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import STATE_ROOT
+            extensions.append(LabInventory(data.get(LAB_STATE_DIR_OPTION) or STATE_ROOT))
         try:
-            view = fabric_view(data, path)
+            view = fabric_inventory(data, path, extensions=extensions)
         except MultinicError as exc:
             raise AnsibleParserError(to_native(exc))
-        for group, parent in sorted(view.groups.items()):
-            self.inventory.add_group(group)
-        for group, parent in sorted(view.groups.items()):
-            if parent:
-                self.inventory.add_child(parent, group)
+        self._populate(view)
+
+    @staticmethod
+    def _load(loader, path):
+        """The topology file's content as plain data: PyYAML's safe (C) loader, the same YAML schema as
+        Ansible's loader without its per-value origin tags (a fleet's file is ~10x faster this way); a
+        vault-encrypted file or one with Ansible's YAML tags (!vault, !unsafe) goes through Ansible's
+        loader."""
+        try:
+            return read_topology_file(path)
+        except YAML_ERRORS:
+            pass
+        except (IOError, OSError, UnicodeDecodeError):
+            pass
+        return plain(loader.load_from_file(path, cache="none"))
+
+    def _populate(self, view):
+        # Ansible 2.19 wraps the inventory of a plugin in a proxy whose set_variable deep-copies every
+        # value and tags each nested str/int/dict/list with its origin (AnsibleVariableVisitor); with
+        # a region's host variables that walk was 65 % of a play's start-up and most of its memory.
+        # Our values are plain data (dict, list, str, int, bool, None) built by the core, never
+        # templates (untrusted either way: a plain str is not templated in 2.19), and never mutated
+        # after this point, so they are set on the inventory data itself, shared between hosts as the
+        # core built them. docs/performance.md, "Fleet scale", says what this leaves out (the origin
+        # tag that error messages quote).
+        #
+        # Hosts join their groups before the groups are linked to their parents: a host added to a
+        # linked group walks the group's ancestors (rack, zone, building, region) once per host, a
+        # group linked afterwards hands its new ancestors to its hosts in one pass. Same memberships.
+        inventory = getattr(self.inventory, "__wrapped__", self.inventory)
+        groups = sorted(view.groups.items())
+        for group, _parent in groups:
+            inventory.add_group(group)
         for host, entry in view.hosts.items():
-            self.inventory.add_host(host)
+            inventory.add_host(host)
             for group in entry["groups"]:
-                self.inventory.add_child(group, host)
+                inventory.add_child(group, host)
             for key, value in entry["vars"].items():
-                self.inventory.set_variable(host, key, value)
+                inventory.set_variable(host, key, value)
+        for group, parent in groups:
+            if parent:
+                inventory.add_child(parent, group)

@@ -13,7 +13,6 @@ render of a lab spine keeps them) and, while the lab runs, points lab nodes at t
 from __future__ import annotations
 
 import json
-import os
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import alive
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
@@ -69,23 +68,13 @@ class LabInventory(object):
 
 def fabric_view(topo_data, path):
     """The inventory of a topology file as the fabric inventory plugin yields it (groups and hosts with
-    their variables, lab connections included): ``topo_data`` is the file's parsed content."""
-    from ansible_collections.netscale.multinic.plugins.module_utils.plan.inventory_model import build_inventory
+    their variables, lab connections included): ``topo_data`` is the file's parsed content (Ansible's
+    tagged YAML types are made plain). The plugin itself calls ``fabric_inventory`` and adds the lab's
+    extension only for a topology with a lab section: the same result, without importing the lab."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.inventory_model import fabric_inventory
     from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import STATE_DIR_OPTION
-    from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plan_topology
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plain
 
-    topo_data = _plain(topo_data)
-    plan = plan_topology(topo_data, source=path)
+    topo_data = plain(topo_data)
     lab = LabInventory(topo_data.get(STATE_DIR_OPTION) or STATE_ROOT)
-    return build_inventory(plan.topo, os.path.abspath(path), plan=plan, extensions=[lab])
-
-
-def _plain(value):
-    """Ansible's YAML loader returns tagged str/dict/list subclasses; the core wants plain types."""
-    if isinstance(value, dict):
-        return dict((str(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+    return fabric_inventory(topo_data, path, extensions=[lab])

@@ -57,6 +57,20 @@ class InventoryContext:
     common_vars: dict
 
 
+def fabric_inventory(topo_data, topology_file, extensions=()):
+    """Plan topology ``topo_data`` (the parsed file, plain types) and build its inventory view:
+    :func:`build_inventory` of the plan, with ``extensions``. Raises TopologyError listing every problem.
+
+    The view's variables are plain Python data (dict, list, str, int, bool, None) and share their
+    parts: a GPU host's ``multinic_host`` is the same object as its entry in its ToR's
+    ``multinic_rack["hosts"]``, and the vars every host gets are one dict's values. Nothing may mutate
+    a view's variables after it is built (the inventory plugin hands them to Ansible as they are)."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plan_topology
+
+    plan = plan_topology(topo_data, source=topology_file)
+    return build_inventory(plan.topo, os.path.abspath(topology_file), plan=plan, extensions=extensions)
+
+
 def build_inventory(topo, topology_file, plan=None, extensions=()):
     """Compute the inventory view of ``topo``. ``topology_file`` is recorded for roles.
 

@@ -15,6 +15,7 @@ import os
 try:
     import yaml
     HAS_YAML = True
+    SAFE_LOADER = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 except ImportError:  # pragma: no cover - PyYAML ships with ansible-core on every controller
     HAS_YAML = False
 
@@ -24,9 +25,24 @@ from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology im
 
 
 def read_topology_file(path):
-    """The parsed YAML of a topology file."""
-    with open(path) as handle:
-        return yaml.safe_load(handle)
+    """The parsed YAML of a topology file (plain dict/list/str/int/bool/None).
+
+    PyYAML's C loader (libyaml, ``CSafeLoader``) when it is built in, else the pure-Python one: the
+    same safe YAML 1.1 schema, ~10x faster on a region's topology file (docs/performance.md, "Fleet
+    scale")."""
+    with open(path, "rb") as handle:
+        return yaml.load(handle, Loader=SAFE_LOADER)  # nosec B506 - a safe loader  # noqa: S506
+
+
+def plain(value):
+    """``value`` with every str/dict/list subclass (Ansible's tagged YAML types) made a plain one."""
+    if isinstance(value, dict):
+        return dict((str(k), plain(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
 
 
 def plan_topology(data, source=None):
