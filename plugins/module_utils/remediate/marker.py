@@ -39,7 +39,10 @@ def parse(data):
         if not isinstance(data, dict) or data.get("version") != VERSION:
             raise ValueError("version")
         nics = set(int(k) for k in (data.get("nics") or {}))
-        host = bool(data.get("host"))
+        host = data.get("host")
+        if host is not None and not isinstance(host, dict):
+            raise ValueError("host")
+        host = host is not None
     except (AttributeError, TypeError, ValueError):
         return set(), False, "admin drain marker malformed: ignored"
     return nics, host, "admin drain ok"
@@ -68,7 +71,7 @@ def desired(current, scope, state, nic=None, meta=None):
     doc = empty()
     if isinstance(current, dict) and current.get("version") == VERSION:
         doc["nics"] = dict((str(int(k)), v) for k, v in (current.get("nics") or {}).items())
-        doc["host"] = current.get("host") or None
+        doc["host"] = current.get("host") if isinstance(current.get("host"), dict) else None
     entry = dict(meta or {})
     if scope == "nic":
         key = str(int(nic))
@@ -78,12 +81,12 @@ def desired(current, scope, state, nic=None, meta=None):
             doc["nics"].pop(key, None)
     elif scope == "host":
         if state == "drained":
-            doc["host"] = doc["host"] or entry
+            doc["host"] = doc["host"] if doc["host"] is not None else entry
         else:
             doc["host"] = None
     else:
         raise ValueError("scope %r: nic or host" % (scope,))
-    if not doc["nics"] and not doc["host"]:
+    if not doc["nics"] and doc["host"] is None:
         return None
     return doc
 
