@@ -583,7 +583,7 @@ class Health(threading.Thread):
                 if now >= self.admin_next:
                     self.admin_next = now + self.ADMIN_POLL
                     if self.read_admin():
-                        self.apply()
+                        self.apply(force=True)   # publishes the drained NICs even when the out set is the same
                 if self.applied and now - self.asserted >= self.REASSERT:
                     # a NIC is out: re-write it every REASSERT s (a role re-run restores the kernel
                     # routes; the lines are idempotent)
