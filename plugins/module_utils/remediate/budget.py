@@ -223,17 +223,35 @@ def auto_drains_in_window(history, zone, now, window):
 # ------------------------------------------------------------------------------------------------
 # The decision
 # ------------------------------------------------------------------------------------------------
+def lease_holder(lease):
+    """The lease's holder as the budget reads it: None (free) or ``{job, kind, since, description, stale}``.
+
+    Accepts ``{job, kind, since}`` and the view of the fabric lease (``netscale.multinic.fabric_lease``
+    ``state: inspected``, its ``holder``: ``{held, stale, rollout_id, group, description, members}``)."""
+    if not lease:
+        return None
+    if not isinstance(lease, dict):
+        return {"job": str(lease)}
+    if "held" in lease:
+        if not lease.get("held"):
+            return None
+        return {"job": lease.get("rollout_id") or lease.get("group") or "unknown", "kind": "job",
+                "description": lease.get("description"), "stale": bool(lease.get("stale"))}
+    return dict(lease)
+
+
 def _lease_check(lease, job):
-    holder = None
-    if lease:
-        holder = lease if isinstance(lease, dict) else {"job": str(lease)}
+    holder = lease_holder(lease)
     if holder and holder.get("job") and holder.get("job") != job:
-        kind = holder.get("kind") or "job"
-        since = holder.get("since")
+        if holder.get("description"):
+            who = "%s (%s)" % (holder["job"], holder["description"])
+        else:
+            who = "%s %s%s" % (holder.get("kind") or "job", holder["job"],
+                               (" since %s" % holder["since"]) if holder.get("since") else "")
         return {"rule": "lease", "ok": False, "holder": holder,
-                "reason": "the fabric lease is held by %s %s%s: no drain or undrain while another mutating job "
+                "reason": "the fabric lease is held by %s%s: no drain or undrain while another mutating job "
                           "(rollout, rollback, decommission, site, drain) runs" % (
-                              kind, holder["job"], (" since %s" % since) if since else "")}
+                              who, ", stale: break it with consent first" if holder.get("stale") else "")}
     return {"rule": "lease", "ok": True, "holder": holder}
 
 

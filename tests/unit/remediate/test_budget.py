@@ -85,6 +85,12 @@ def test_lease_held_by_another_job_refuses_drain_and_undrain_but_not_its_own():
     assert not u["allowed"]
     own = B.decide(FAB, req(host="h2", nic=0), set(), [], lease={"job": "drain-1", "kind": "drain"}, job="drain-1")
     assert own["allowed"]
+    # the fabric lease module's view (fabric_lease state=inspected, its holder)
+    view = {"held": True, "stale": False, "rollout_id": "20261127T110000Z", "group": "ctl:42",
+            "description": "rollout 20261127T110000Z, playbook rollout.yml, controller ctl, pid 42"}
+    d = B.decide(FAB, req(host="h2", nic=0), set(), [], lease=view, job="drain-1")
+    assert not d["allowed"] and "held by 20261127T110000Z (rollout 20261127T110000Z, playbook rollout.yml" in d["reasons"][0]
+    assert B.decide(FAB, req(host="h2", nic=0), set(), [], lease={"held": False, "description": "free"})["allowed"]
 
 
 def test_rate_applies_to_automatic_drains_only_and_names_the_next_slot():
