@@ -11,7 +11,7 @@ author:
   - netscale network engineering (@netscale)
 description:
   - Runs on the GPU host. Writes the host's admin-drain marker (C(/var/lib/netscale-multinic/admin-drain.json),
-    persistent; C(plugins/module_utils/remediate/marker.py)) that the host_datapath NIC watcher and the VipInjector
+    persistent; C(plugins/module_utils/module_utils/drain_marker.py)) that the host_datapath NIC watcher and the VipInjector
     helpers read. A drained NIC leaves the host's egress set (eBPF C(NIC_OUT) / kernel per-NIC tables) whatever its
     health, and every sidecar withdraws the task IP on that NIC's BGP session, so the ToR stops sending into it; a
     drained host (O(scope=host)) has every sidecar withdraw everything. The marker holds across restarts of the
@@ -122,7 +122,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.netscale.multinic.plugins.module_utils.remediate import marker as mk
+from ansible_collections.netscale.multinic.plugins.module_utils import drain_marker as mk
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 

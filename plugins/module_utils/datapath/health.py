@@ -239,7 +239,7 @@ class Detector(object):
 
 def effective_out(out, names, drained=()):
     """The NICs to take out of the egress set: the admin-drained ones (``drained``, the host's drain
-    marker, remediate/marker.py) and the dead ones, but never all of them: a drain that would cover
+    marker, module_utils/drain_marker.py) and the dead ones, but never all of them: a drain that would cover
     every NIC is ignored (the budget never allows one), and dead NICs are left in when every NIC that is
     not drained is dead (as without detection)."""
     names = set(names)

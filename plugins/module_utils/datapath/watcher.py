@@ -26,7 +26,7 @@ responders (FRR bfdd control sockets ``<bfd_dir>/slot<s>/bfdd.sock``, found and 
 second, reconnected after a responder restart): a NIC whose sessions that have been Up are all Down
 is dead until one is Up again (:mod:`.bfdstate`).
 Admin drain: the NICs named in the host's drain marker (/var/lib/netscale-multinic/admin-drain.json,
-written by the fabric_drain module; :mod:`...remediate.marker`) are kept out of the egress set whatever
+written by the fabric_drain module; :mod:`...drain_marker`) are kept out of the egress set whatever
 their health, across restarts of the watcher (read at start, before the first write) and reboots; the
 marker is polled every 0.1 s, and the drained NICs are published (``drained``) with the egress set.
 
@@ -56,7 +56,7 @@ import time
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bfdstate
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
-from ansible_collections.netscale.multinic.plugins.module_utils.remediate import marker
+from ansible_collections.netscale.multinic.plugins.module_utils import drain_marker as marker
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 LINE = re.compile(r"^(?:Deleted )?\d+: ([^:@ ]+)(?:@\S+)?: <([^>]*)>")

@@ -556,7 +556,7 @@ class HelperCore(object):
         self.paths = dict((peer, RiseFall(path_rise, path_fall)) for peer in allocation.sessions)
         self.drained = False
         self.nic_out = set()  # NIC indexes the host's NIC watcher took out of the egress set
-        self.admin_nics = set()  # NIC indexes of the host's admin-drain marker (remediate/marker.py)
+        self.admin_nics = set()  # NIC indexes of the host's admin-drain marker (module_utils/drain_marker.py)
         self.admin_host = False  # the marker drains the whole host
         self.refused = []  # guard findings that put the instance in refused mode
         self.withdraw_foreign = []  # prefixes to withdraw on every session (refused mode)

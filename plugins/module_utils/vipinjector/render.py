@@ -44,7 +44,7 @@ DEFAULTS = {
     # the host NIC watcher's published egress set (host_datapath role): the helper withdraws the task IP
     # on the session of every NIC the watcher took out, so the ToR stops sending on it too; file null = off
     "egress_state": {"file": "/run/netscale-multinic/egress-state.json", "poll": 0.05, "stale_after": 5.0},
-    # the host's admin-drain marker (remediate/marker.py, written by fabric_drain): the helper withdraws on
+    # the host's admin-drain marker (module_utils/drain_marker.py, written by fabric_drain): the helper withdraws on
     # the sessions of the drained NICs, or everything when the host is drained; file null = off
     "admin_drain": {"file": "/var/lib/netscale-multinic/admin-drain.json"},
     "require_local_task_ip": True,

@@ -45,7 +45,7 @@ import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.guard import (
     Allocation, GuardError, HelperCore, config_findings, egress_out, prometheus_text)
-from ansible_collections.netscale.multinic.plugins.module_utils.remediate import marker
+from ansible_collections.netscale.multinic.plugins.module_utils import drain_marker as marker
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 
@@ -389,7 +389,7 @@ class Helper(object):
         self.egress_poll = float(e.get("poll", 0.05))
         self.egress_stale = float(e.get("stale_after", 5.0))
         self.egress_seen = (None, None)  # (stat key, parsed JSON or None)
-        # The host's admin-drain marker (remediate/marker.py), polled with the drain files: persistent, read
+        # The host's admin-drain marker (module_utils/drain_marker.py), polled with the drain files: persistent, read
         # directly (not through the watcher's state, which goes stale when the watcher stops). null = off.
         self.admin_file = (cfg.get("admin_drain") or {}).get("file")
         self.admin_seen = None

@@ -9,7 +9,7 @@ import json
 
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health as HL
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import watcher
-from ansible_collections.netscale.multinic.plugins.module_utils.remediate import marker as MK
+from ansible_collections.netscale.multinic.plugins.module_utils import drain_marker as MK
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import sidecar
 
 NAMES = ["eth0", "eth1", "eth2", "eth3"]
