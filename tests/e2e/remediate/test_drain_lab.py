@@ -9,6 +9,7 @@ lock: flock /work/lab.lock python -m pytest tests/e2e/remediate
 """
 import json
 import os
+import shutil
 import time
 
 import pytest
@@ -44,6 +45,7 @@ def lab():
         if lab is not None:
             lab.close()
         M.lab_teardown()
+        shutil.rmtree(JOURNAL, ignore_errors=True)
 
 
 JOURNAL = os.path.join(M.WORK, "drain-journal")
