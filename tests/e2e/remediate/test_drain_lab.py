@@ -198,3 +198,35 @@ def test_last_nic_of_a_2nic_host_refused_nothing_changed(lab):
     finally:
         drain("undrain.yml", *nic_args(SMALL, 0), check=False)
     lab.wait_width(SMALL, 2, timeout=20)
+
+
+def test_host_drain_withdraws_every_slot_and_tells_the_scheduler(lab):
+    """Scope host: every slot's task IPs leave the ToR's FIB (both slots, both families), the scheduler hook runs
+    once with the host; undrain: every task IP back at full width, the hook told again."""
+    hook = os.path.join(M.WORK, "scheduler-hook.txt")
+    if os.path.exists(hook):
+        os.unlink(hook)
+    extra = ("-e", "drain_scope=host", "-e", "drain_host=%s" % HOST, "-e", json.dumps({
+        "drain_budget": {"max_rack_nic_share": 1.0},
+        "drain_scheduler_hook": ["sh", "-c", 'echo "$NETSCALE_DRAIN_ACTION $NETSCALE_DRAIN_HOSTS" >> %s' % hook]}))
+    tor = lab.tor_of(HOST)
+    tips = [s["task_ip"][fam] for s in lab.hosts[HOST]["slots"] for fam in ("ipv4", "ipv6")]
+    try:
+        run = drain("drain.yml", *extra)
+        assert M.recap(run.stdout)[HOST]["changed"] == 1
+        fib = lab.tor_fib(tor)
+        assert all(not fib.get(t) for t in tips), dict((t, fib.get(t)) for t in tips)
+        assert json.loads(marker(lab, HOST))["host"]["job"]
+        with open(hook) as f:
+            assert f.read() == "drain %s\n" % HOST
+    finally:
+        back = drain("undrain.yml", *extra, check=False)
+    assert back.returncode == 0, back.stdout[-3000:]
+    fib = lab.tor_fib(tor)
+    widths = dict((t, len(fib.get(t, ()))) for t in tips)
+    assert all(w == len(lab.nics(HOST)) for w in widths.values()), widths
+    with open(hook) as f:
+        assert f.read() == "drain %s\nundrain %s\n" % (HOST, HOST)
+    os.unlink(hook)
+    print("host drain: %d task routes withdrawn from %s and back at width %s; scheduler hook told twice" % (
+        len(tips), tor, sorted(set(widths.values()))))
