@@ -27,8 +27,8 @@ def _journal(journal):
 def test_tor_drain_budget_hook_journal_idempotent_and_undrain(tmp_path):
     journal = tmp_path / "journal"
     hook_out = tmp_path / "hook.txt"
-    hook = ["-e", json.dumps({"drain_scheduler_hook": ["sh", "-c", 'echo "$NETSCALE_DRAIN_ACTION $NETSCALE_DRAIN_ELEMENT '
-                                                               '$NETSCALE_DRAIN_HOSTS" >> %s' % hook_out]})]
+    script = 'echo "$NETSCALE_DRAIN_ACTION $NETSCALE_DRAIN_ELEMENT $NETSCALE_DRAIN_HOSTS" >> %s' % hook_out
+    hook = ["-e", json.dumps({"drain_scheduler_hook": ["sh", "-c", script]})]
     budget = ["-e", json.dumps({"drain_budget": {"max_zone_tor_share": 0.5}})]
     # check mode: the verdict, nothing journaled, the hook not run
     check = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", "--check", *(hook + budget))

@@ -71,10 +71,10 @@ def check_policy(policy, prefix="drain_budget"):
         if not 0.0 <= out[key] <= 1.0:
             raise BudgetError("%s.%s: %r is not a share. Fix: set a value from 0 to 1 (default %s)." % (
                 prefix, key, out[key], DEFAULT_POLICY[key]))
-    if int(out["max_auto_drains_per_zone"]) != out["max_auto_drains_per_zone"] or out["max_auto_drains_per_zone"] < 0:
+    count = out["max_auto_drains_per_zone"]
+    if int(count) != count or count < 0:
         raise BudgetError("%s.max_auto_drains_per_zone: %r is not a count. Fix: set 0 (no automatic drain) or "
-                          "more (default %d)." % (prefix, out["max_auto_drains_per_zone"],
-                                                 DEFAULT_POLICY["max_auto_drains_per_zone"]))
+                          "more (default %d)." % (prefix, count, DEFAULT_POLICY["max_auto_drains_per_zone"]))
     out["max_auto_drains_per_zone"] = int(out["max_auto_drains_per_zone"])
     if not 1.0 <= out["rate_window"] <= 7 * 86400.0:
         raise BudgetError("%s.rate_window: %r seconds is out of range. Fix: set 1 to 604800 (default 3600)." % (

@@ -60,11 +60,11 @@ def read(path):
             continue
         try:
             rec = json.loads(line)
-        except ValueError:
+        except ValueError as exc:
             if i == len(lines) - 1:
                 break   # the last line without its newline: torn write
             raise DrainJournalError("%s line %d: not a JSON record. Fix: restore the journal from backup or move "
-                                    "the line out; nothing was changed." % (path, i + 1))
+                                    "the line out; nothing was changed." % (path, i + 1)) from exc
         if not isinstance(rec, dict) or rec.get("v") != FORMAT or rec.get("type") not in ("decision", "outcome"):
             raise DrainJournalError("%s line %d: not a drain journal record (format %d). Fix: restore the journal; "
                                     "nothing was changed." % (path, i + 1, FORMAT))

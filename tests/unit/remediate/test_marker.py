@@ -73,9 +73,8 @@ def test_watcher_publishes_drained_and_kernel_mode_skips_the_drained_own_route(t
 
 def _helper(tmp_path, host):
     from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render
-    cfg = json.loads(render.render_instance(host, 1, {"health": {"type": "none"}, "path_check": {"type": "none"},
-                                                     "admin_drain": {"file": str(tmp_path / "m.json")}}
-                                            )["files"]["helper.json"])
+    opts = {"health": {"type": "none"}, "path_check": {"type": "none"}, "admin_drain": {"file": str(tmp_path / "m.json")}}
+    cfg = json.loads(render.render_instance(host, 1, opts)["files"]["helper.json"])
     h = sidecar.Helper(cfg, out=open("/dev/null", "w"), log=open("/dev/null", "w"))
     h.core.health.feed(True, "ok")
     h.core.health.feed(True, "ok")
