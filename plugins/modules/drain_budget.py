@@ -11,9 +11,9 @@ author:
   - netscale network engineering (@netscale)
 description:
   - Runs on the controller. With O(step=decide) it checks one drain or undrain against the blast-radius budget
-    (never a host's last NIC; at most O(policy.max_rack_nic_share) of a rack's NICs, O(policy.max_zone_tor_share) of
-    a zone's racks and O(policy.max_zone_spine_share) of a zone's spines out at once, never its last spine; at most
-    O(policy.max_auto_drains_per_zone) automatic drains per zone per O(policy.rate_window) seconds; nothing while
+    (never a host's last NIC; at most C(policy.max_rack_nic_share) of a rack's NICs, C(policy.max_zone_tor_share) of
+    a zone's racks and C(policy.max_zone_spine_share) of a zone's spines out at once, never its last spine; at most
+    C(policy.max_auto_drains_per_zone) automatic drains per zone per C(policy.rate_window) seconds; nothing while
     another job holds the fabric lease) and journals the decision, allowed or refused, with its reasons and
     numbers (C(plugins/module_utils/remediate/budget.py), docs/remediation.md).
   - With O(step=outcome) it journals the result of applying an allowed decision.
