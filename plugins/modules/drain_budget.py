@@ -55,6 +55,9 @@ options:
   rack:
     description: The rack (scope V(tor)).
     type: str
+  tor:
+    description: The rack's ToR, instead of O(rack) (scope V(tor); the remediation's cases name the ToR).
+    type: str
   spine:
     description: The spine (scope V(spine)).
     type: str
@@ -174,6 +177,7 @@ def main():
             host=dict(type="str"),
             nic=dict(type="int"),
             rack=dict(type="str"),
+            tor=dict(type="str"),
             spine=dict(type="str"),
             automatic=dict(type="bool", default=False),
             policy=dict(type="dict", default={}),
@@ -191,7 +195,8 @@ def main():
     try:
         topo = load_topology(read_topology_file(p["topology"]), source=p["topology"])
         fabric = budget.FabricView.from_topology(topo)
-        request = budget.resolve(fabric, p["scope"], host=p["host"], nic=p["nic"], rack=p["rack"], spine=p["spine"])
+        request = budget.resolve(fabric, p["scope"], host=p["host"], nic=p["nic"], rack=p["rack"], spine=p["spine"],
+                                 tor=p["tor"])
         request.update(action=p["action"], automatic=p["automatic"])
         budget.check_policy(p["policy"], prefix="policy")
         jr = journal.DrainJournal(p["journal_dir"], topo.name)

@@ -53,7 +53,7 @@ def test_tor_drain_budget_hook_journal_idempotent_and_undrain(tmp_path):
     lease = ["-e", json.dumps({"drain_lease_holder": {"job": "rollout-7", "kind": "rollout"}})]
     held = _play("undrain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *(hook + lease))
     assert held.returncode != 0 and "the fabric lease is held by rollout rollout-7" in held.stdout
-    undrain = _play("undrain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *hook)
+    undrain = _play("undrain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_tor=b1-az1-r1-tor", *hook)
     assert undrain.returncode == 0, undrain.stdout[-3000:]
     assert hook_out.read_text().splitlines()[-1].startswith("undrain tor:b1-az1-r1 ")
     recs = _journal(journal)

@@ -151,9 +151,15 @@ def parse_element(key):
                       "spine:<spine>)" % (key,))
 
 
-def resolve(fabric, scope, host=None, nic=None, rack=None, spine=None):
+def resolve(fabric, scope, host=None, nic=None, rack=None, spine=None, tor=None):
     """Check a request against the fabric. Returns ``{element, scope, host, nic, rack, zone, spine}``;
-    raises BudgetError naming the field, the value and the fix."""
+    raises BudgetError naming the field, the value and the fix. Scope tor takes the rack or its ToR's name."""
+    if scope == "tor" and rack is None and tor is not None:
+        found = [r for r, v in fabric.racks.items() if v["tor"] == tor]
+        if not found:
+            raise BudgetError("drain_tor=%r: not a ToR of this fabric. Fix: name a ToR of the inventory's tors "
+                              "group, or the rack with drain_rack." % (tor,))
+        rack = found[0]
     if scope not in SCOPES:
         raise BudgetError("drain_scope=%r: not a drain scope. Fix: use one of %s." % (scope, ", ".join(SCOPES)))
     out = {"scope": scope, "host": None, "nic": None, "rack": None, "zone": None, "spine": None}

@@ -71,6 +71,7 @@ def test_spine_share_never_the_last_spine():
 
 def test_tor_share():
     assert B.decide(FAB, req(scope="tor", rack="r1"), set(), [])["allowed"]
+    assert B.resolve(FAB, "tor", tor="r2-tor")["element"] == "tor:r2"
     d = B.decide(FAB, req(scope="tor", rack="r2"), {"tor:r1"}, [])
     assert not d["allowed"] and d["numbers"]["zone_tor_share.out_after"] == 2
 
@@ -119,6 +120,7 @@ def test_already_drained_is_an_allowed_noop_and_undrain_of_nothing_too():
     ({"scope": "nic", "host": "h1", "nic": 2}, "drain_nic=2: h1 has NICs 0 to 1"),
     ({"scope": "nic", "host": "h1", "nic": True}, "drain_nic=True"),
     ({"scope": "tor", "rack": "r9"}, "drain_rack='r9'"),
+    ({"scope": "tor", "tor": "r9-tor"}, "drain_tor='r9-tor'"),
     ({"scope": "spine", "spine": "x"}, "drain_spine='x'"),
     ({"scope": "uplink"}, "drain_scope='uplink'"),
 ])
