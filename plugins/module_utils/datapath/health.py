@@ -237,17 +237,32 @@ class Detector(object):
         return set(n for n, s in self.nics.items() if not s.in_set)
 
 
-def effective_out(out, names):
-    """The NICs to take out of the egress set: none when that would be all of them."""
-    out = set(out) & set(names)
-    return set() if len(out) >= len(set(names)) else out
+def effective_out(out, names, drained=()):
+    """The NICs to take out of the egress set: the admin-drained ones (``drained``, the host's drain
+    marker, module_utils/drain_marker.py) and the dead ones, but never all of them: a drain that would cover
+    every NIC is ignored (the budget never allows one), and dead NICs are left in when every NIC that is
+    not drained is dead (as without detection)."""
+    names = set(names)
+    admin = set(drained) & names
+    if len(admin) >= len(names):
+        admin = set()
+    rest = names - admin
+    dead = set(out) & rest
+    if len(dead) >= len(rest):
+        dead = set()
+    return admin | dead
 
 
-def egress_state(out, index, now):
+def egress_state(out, index, now, drained=()):
     """The published state (EGRESS_STATE_FILE) for the effective out set ``out`` (NIC names);
-    ``index``: {NIC name: plan index}, ``now``: wall-clock seconds."""
-    return {"version": 1, "out": sorted(int(index[n]) for n in out), "out_nics": sorted(out),
-            "updated": round(float(now), 3)}
+    ``index``: {NIC name: plan index}, ``now``: wall-clock seconds; ``drained``: the admin-drained NICs
+    among them (names), published as plan indexes (key ``drained``, present only when some are)."""
+    st = {"version": 1, "out": sorted(int(index[n]) for n in out), "out_nics": sorted(out),
+          "updated": round(float(now), 3)}
+    drained = set(drained) & set(out)
+    if drained:
+        st["drained"] = sorted(int(index[n]) for n in drained)
+    return st
 
 
 def nic_flag_updates(dump, out_indexes):

@@ -25,6 +25,10 @@ BFD: the watcher also subscribes to the session state of the vipinjector role's 
 responders (FRR bfdd control sockets ``<bfd_dir>/slot<s>/bfdd.sock``, found and re-found every
 second, reconnected after a responder restart): a NIC whose sessions that have been Up are all Down
 is dead until one is Up again (:mod:`.bfdstate`).
+Admin drain: the NICs named in the host's drain marker (/var/lib/netscale-multinic/admin-drain.json,
+written by the fabric_drain module; :mod:`...drain_marker`) are kept out of the egress set whatever
+their health, across restarts of the watcher (read at start, before the first write) and reboots; the
+marker is polled every 0.1 s, and the drained NICs are published (``drained``) with the egress set.
 
 eBPF mode: a second thread follows `ip -o monitor address route rule` and keeps the program's
 host-local maps (mn_local4/6, see :mod:`.localmap`) equal
@@ -52,6 +56,7 @@ import time
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bfdstate
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import localmap
+from ansible_collections.netscale.multinic.plugins.module_utils import drain_marker as marker
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 LINE = re.compile(r"^(?:Deleted )?\d+: ([^:@ ]+)(?:@\S+)?: <([^>]*)>")
@@ -374,12 +379,17 @@ class Health(threading.Thread):
     """Gray-failure detection (see the module docstring and :mod:`.health`)."""
     CHECK = 0.02
     REASSERT = 1.0
+    ADMIN_POLL = 0.1
     STATE_FILE = health.EGRESS_STATE_FILE
 
-    def __init__(self, path):
+    def __init__(self, path, admin_file=marker.ADMIN_DRAIN_FILE):
         threading.Thread.__init__(self, name="health", daemon=True)
         self.path = path
         self.lock = threading.Lock()
+        self.admin_file = admin_file
+        self.admin = set()       # NIC names of the admin-drain marker
+        self.admin_key = None    # (mtime, size, inode) of the marker last read
+        self.admin_next = 0.0
         rt = load(path)
         self.cfg = rt.get("detect")
         self.base = (rt.get("bpf") or {}).get("base", "")
@@ -394,6 +404,7 @@ class Health(threading.Thread):
         self.probers = [Prober(n) for n in self.cfg["nics"]]
         self.index = dict((n["name"], n["index"]) for n in self.cfg["nics"])
         self.names = names
+        self.read_admin()
 
     @property
     def enabled(self):
@@ -434,9 +445,41 @@ class Health(threading.Thread):
                     log("bfd: %s healthy again (%s)" % (nic, reason))
                     self._transitions(self.detector.unblock(nic, now, "bfd"))
 
+    def read_admin(self):
+        """Re-read the admin-drain marker when it changed. Returns True when the drained NICs changed."""
+        if not self.admin_file:
+            return False
+        try:
+            st = os.stat(self.admin_file)
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            key = None
+        if key == self.admin_key:
+            return False
+        self.admin_key = key
+        nics, dummy_host, note = marker.parse(marker.read(self.admin_file) if key else None)
+        if note != "admin drain ok" and key is not None:
+            log("admin drain: %s: %s" % (self.admin_file, note))
+        by_index = dict((int(i), n) for n, i in self.index.items())
+        unknown = sorted(i for i in nics if i not in by_index)
+        if unknown:
+            log("admin drain: %s names NIC indexes %s this host does not have: ignored" % (self.admin_file, unknown))
+        admin = set(by_index[i] for i in nics if i in by_index)
+        if admin == self.admin:
+            return False
+        for nic in sorted(admin - self.admin):
+            log("egress set: %s admin-drained (%s)" % (nic, self.admin_file))
+        for nic in sorted(self.admin - admin):
+            log("egress set: %s admin drain lifted" % nic)
+        self.admin = admin
+        return True
+
+    def effective(self):
+        return health.effective_out(self.detector.out(), self.names, getattr(self, "admin", ()))
+
     def apply(self, force=False):
         """Write the effective egress set (idempotent); callers hold the lock."""
-        out = health.effective_out(self.detector.out(), self.names)
+        out = self.effective()
         if out == self.applied and not force:
             return
         if self.cfg["ebpf"]:
@@ -473,7 +516,8 @@ class Health(threading.Thread):
         """Write the egress set to STATE_FILE for the vipinjector helpers (atomic; see health.EGRESS_STATE_FILE)."""
         path = self.STATE_FILE
         try:
-            atomic_write(path, json.dumps(health.egress_state(out, self.index, time.time()), sort_keys=True),
+            atomic_write(path, json.dumps(health.egress_state(out, self.index, time.time(), getattr(self, "admin", ())),
+                                          sort_keys=True),
                          mode=0o644)
         except (IOError, OSError) as e:
             log("egress set: %s: %s" % (path, e))
@@ -490,7 +534,7 @@ class Health(threading.Thread):
         if not self.enabled or self.cfg["ebpf"]:
             return set()
         with self.lock:
-            out = health.effective_out(self.detector.out(), self.names)
+            out = self.effective()
         lines = set()
         for fam_lines in health.kernel_route_lines(self.cfg, set()).values():
             lines.update(x for x in fam_lines if "metric %d " % self.cfg["metric_own"] in x and
@@ -536,6 +580,10 @@ class Health(threading.Thread):
             # leaves within interval x multiplier + CHECK (+ the map/route write)
             with self.lock:
                 self._transitions(self.detector.tick(now))
+                if now >= self.admin_next:
+                    self.admin_next = now + self.ADMIN_POLL
+                    if self.read_admin():
+                        self.apply(force=True)   # publishes the drained NICs even when the out set is the same
                 if self.applied and now - self.asserted >= self.REASSERT:
                     # a NIC is out: re-write it every REASSERT s (a role re-run restores the kernel
                     # routes; the lines are idempotent)
@@ -648,14 +696,16 @@ class BfdEvents(threading.Thread):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--runtime", default="/var/lib/netscale-multinic/runtime.json")
+    ap.add_argument("--admin-drain", default=marker.ADMIN_DRAIN_FILE,
+                    help="the host's admin-drain marker (NICs kept out of the egress set)")
     args = ap.parse_args(argv)
     hup = []
     local = LocalSync(args.runtime)
-    gray = Health(args.runtime)
+    gray = Health(args.runtime, args.admin_drain)
     signal.signal(signal.SIGHUP, lambda *a: (hup.append(1), local.event.set()))
     mon = subprocess.Popen(["ip", "-o", "monitor", "link"], stdout=subprocess.PIPE, universal_newlines=True,
                            bufsize=1)
-    reapply(args.runtime)
+    reapply(args.runtime, skip=gray.skip_lines())   # an admin-drained NIC's own routes stay out (kernel mode)
     local.start()
     local.event.set()
     gray.start()

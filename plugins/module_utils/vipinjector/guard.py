@@ -556,6 +556,8 @@ class HelperCore(object):
         self.paths = dict((peer, RiseFall(path_rise, path_fall)) for peer in allocation.sessions)
         self.drained = False
         self.nic_out = set()  # NIC indexes the host's NIC watcher took out of the egress set
+        self.admin_nics = set()  # NIC indexes of the host's admin-drain marker (module_utils/drain_marker.py)
+        self.admin_host = False  # the marker drains the whole host
         self.refused = []  # guard findings that put the instance in refused mode
         self.withdraw_foreign = []  # prefixes to withdraw on every session (refused mode)
         self.stopping = False
@@ -592,8 +594,19 @@ class HelperCore(object):
         self.nic_out = out
         return True
 
+    def set_admin(self, nics, host):
+        """The host's admin-drain marker: drained NIC indexes and whether the whole host is drained.
+        Returns True when it changed."""
+        nics = set(int(k) for k in nics)
+        if nics == self.admin_nics and bool(host) == self.admin_host:
+            return False
+        self.admin_nics, self.admin_host = nics, bool(host)
+        return True
+
     def wanted(self, peer):
-        if self.stopping or self.refused or self.drained or not self.health.is_up:
+        if self.stopping or self.refused or self.drained or self.admin_host or not self.health.is_up:
+            return set()
+        if int(self.allocation.sessions[peer]["nic"]) in self.admin_nics:
             return set()
         path = self.paths[peer]
         if path.up is not None and not path.is_up:
@@ -609,6 +622,10 @@ class HelperCore(object):
             return "refused by guard"
         if self.drained:
             return "drained"
+        if self.admin_host:
+            return "host admin-drained"
+        if int(self.allocation.sessions[peer]["nic"]) in self.admin_nics:
+            return "NIC admin-drained"
         if not self.health.is_up:
             return "health check failing" if self.health.up is not None else "health unknown"
         path = self.paths[peer]
@@ -683,6 +700,7 @@ class HelperCore(object):
             "announced_prefixes": announced,
             "allocation": [str(p) for p in self.allocation.prefixes],
             "egress_out": sorted(self.nic_out),
+            "admin_drain": {"host": self.admin_host, "nics": sorted(self.admin_nics)},
             "last_change": self.last_change,
             "last_change_reason": self.last_reason,
         }

@@ -44,6 +44,9 @@ DEFAULTS = {
     # the host NIC watcher's published egress set (host_datapath role): the helper withdraws the task IP
     # on the session of every NIC the watcher took out, so the ToR stops sending on it too; file null = off
     "egress_state": {"file": "/run/netscale-multinic/egress-state.json", "poll": 0.05, "stale_after": 5.0},
+    # the host's admin-drain marker (module_utils/drain_marker.py, written by fabric_drain): the helper withdraws on
+    # the sessions of the drained NICs, or everything when the host is drained; file null = off
+    "admin_drain": {"file": "/var/lib/netscale-multinic/admin-drain.json"},
     "require_local_task_ip": True,
     "metrics_file": None,  # default: <runtime_dir>/slot<s>/vipinjector.prom
     "log_level": "INFO",
@@ -148,6 +151,14 @@ def _check_options(o):
     for k, lo, hi in (("poll", 0.01, 10.0), ("stale_after", 1.5, 3600.0)):
         _check_seconds("egress_state", e, k, lo, hi,
                        "defaults: poll 0.05, stale_after 5.0 (above the watcher's 1 s rewrite while a NIC is out)")
+    a = o["admin_drain"]
+    if not isinstance(a, dict) or set(a) - {"file"}:
+        _fail("admin_drain", a, "must be a mapping with file",
+              "e.g. {file: /var/lib/netscale-multinic/admin-drain.json}")
+    f = a.get("file")
+    if f is not None and (not isinstance(f, str) or not f.startswith("/") or "\n" in f):
+        _fail("admin_drain.file", f, "must be an absolute path or null",
+              "the host's /var/lib/netscale-multinic/admin-drain.json (fabric_drain), or null to ignore it")
     if o["log_level"] not in _LOG_LEVELS:
         _fail("log_level", o["log_level"], "unsupported log level (DEBUG would log the MD5 key)",
               "use one of %s" % ", ".join(_LOG_LEVELS))
@@ -373,6 +384,7 @@ def helper_config(m):
         "drain_poll": o["drain_poll"],
         "watchdog": dict(o["watchdog"]),
         "egress_state": dict(o["egress_state"]),
+        "admin_drain": dict(o["admin_drain"]),
         "status_file": p["status_file"],
         "metrics_file": p["metrics_file"],
         "require_local_task_ip": bool(o["require_local_task_ip"]),

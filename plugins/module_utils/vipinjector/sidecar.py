@@ -45,6 +45,7 @@ import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector.guard import (
     Allocation, GuardError, HelperCore, config_findings, egress_out, prometheus_text)
+from ansible_collections.netscale.multinic.plugins.module_utils import drain_marker as marker
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 
@@ -388,6 +389,10 @@ class Helper(object):
         self.egress_poll = float(e.get("poll", 0.05))
         self.egress_stale = float(e.get("stale_after", 5.0))
         self.egress_seen = (None, None)  # (stat key, parsed JSON or None)
+        # The host's admin-drain marker (module_utils/drain_marker.py), polled with the drain files: persistent, read
+        # directly (not through the watcher's state, which goes stale when the watcher stops). null = off.
+        self.admin_file = (cfg.get("admin_drain") or {}).get("file")
+        self.admin_seen = None
         self.egress_note = None
         self.events = queue.Queue()
         self.egress_watch = None
@@ -554,6 +559,27 @@ class Helper(object):
     def drained(self):
         return any(os.path.exists(p) for p in self.drain_files)
 
+    def read_admin(self):
+        """Re-read the admin-drain marker when it changed (stat key) into the core. Returns True when
+        what it drains changed."""
+        if not self.admin_file:
+            return False
+        try:
+            st = os.stat(self.admin_file)
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            key = None
+        if key == self.admin_seen:
+            return False
+        self.admin_seen = key
+        nics, host, note = marker.parse(marker.read(self.admin_file) if key else None)
+        if note != "admin drain ok" and key is not None:
+            self.log("%s (%s)" % (note, self.admin_file))
+        changed = self.core.set_admin(nics, host)
+        if changed:
+            self.log("admin drain: host %s, NICs %s" % ("drained" if host else "not drained", sorted(nics) or "none"))
+        return changed
+
     def read_egress(self, now=None):
         """Poll the watcher's egress state (re-read only when the file changed) into the core.
         Returns True when the set of NICs out changed."""
@@ -669,6 +695,8 @@ class Helper(object):
                 if d != self.core.drained:
                     self.core.drained = d
                     self.log("drain file %s" % ("present" if d else "removed"))
+                    dirty = True
+                if self.read_admin():
                     dirty = True
                 next_drain = now + self.drain_poll
             if self.egress_file and now >= next_egress:

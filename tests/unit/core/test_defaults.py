@@ -111,6 +111,7 @@ MAPPING = {
         "vipinjector_drain_poll": "vipinjector_instance:options.drain_poll",
         "vipinjector_watchdog": "vipinjector_instance:options.watchdog",
         "vipinjector_egress_state": "vipinjector_instance:options.egress_state",
+        "vipinjector_admin_drain": "vipinjector_instance:options.admin_drain",
         "vipinjector_require_local_task_ip": "vipinjector_instance:options.require_local_task_ip",
         "vipinjector_metrics_file": "vipinjector_instance:options.metrics_file",
         "vipinjector_log_level": "vipinjector_instance:options.log_level",

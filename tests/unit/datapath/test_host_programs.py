@@ -30,9 +30,10 @@ def test_role_files_are_up_to_date():
 
 def test_bundles_list_what_they_import():
     assert host_programs.bundled_modules("vipinjector.sidecar") == [
-        "vipinjector", "errors", "writing", "vipinjector.guard", "vipinjector.sidecar"]
+        "vipinjector", "drain_marker", "errors", "writing", "vipinjector.guard", "vipinjector.sidecar"]
     assert host_programs.bundled_modules("datapath.watcher") == [
-        "datapath", "datapath.bfdstate", "datapath.health", "datapath.localmap", "writing", "datapath.watcher"]
+        "datapath", "datapath.bfdstate", "datapath.health", "datapath.localmap", "drain_marker", "writing",
+        "datapath.watcher"]
 
 
 @pytest.mark.parametrize("program", [HELPER, WATCHER])

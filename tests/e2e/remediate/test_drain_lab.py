@@ -1,0 +1,232 @@
+# -*- coding: utf-8 -*-
+"""Drain and undrain of a NIC on the live lab (issue 30 items 1-2): playbooks/drain.yml / undrain.yml on the stack
+lab's rack 1 (tests/e2e/stack/fabric.yml: mns-r1-h1 with 2 NICs, mns-r1-h2 with 4, ToR mns-r1-tor), eBPF mode.
+
+Observed, not assumed: the ToR's FIB (kernel routes and `vtysh show ip route json`), the watcher's published egress
+state, the host's NIC byte counters under 32 iperf3 flows each way, the playbook recap, the host's marker file.
+One lab for the module (about 3 minutes); torn down by playbooks/lab.yml, also on failure. Run it under the lab
+lock: flock /work/lab.lock python -m pytest tests/e2e/remediate
+"""
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+from labkit import stack_lab as M
+
+HOST = "mns-r1-h2"      # 4 NICs
+SMALL = "mns-r1-h1"     # 2 NICs
+HOSTS = [SMALL, HOST]
+TORS = ["mns-r1-tor"]
+MARKER = "/var/lib/netscale-multinic/admin-drain.json"
+EGRESS = "/run/netscale-multinic/egress-state.json"
+FLOWS = 32
+
+
+@pytest.fixture(scope="module")
+def lab():
+    if os.geteuid() != 0:
+        pytest.fail("drain lab tests need root (lab: namespaces, FRR, systemd hosts)")
+    os.makedirs(M.WORK, exist_ok=True)
+    lab = None
+    try:
+        M.lab_teardown()
+        M.lab_build()
+        lab = M.Lab()
+        M.site("--limit", ",".join(TORS + HOSTS))
+        for h in HOSTS:
+            lab.tbf(h, "200mbit")
+        for h in HOSTS:
+            lab.wait_width(h, len(lab.nics(h)), timeout=60)
+        yield lab
+    finally:
+        if lab is not None:
+            lab.close()
+        M.lab_teardown()
+        shutil.rmtree(JOURNAL, ignore_errors=True)
+
+
+JOURNAL = os.path.join(M.WORK, "drain-journal")
+
+
+def drain(name, *extra, check=True):
+    return M.playbook(name, "-e", "drain_journal_dir=%s" % JOURNAL, *extra, check=check)
+
+
+def nic_args(host, nic):
+    return ("-e", "drain_scope=nic", "-e", "drain_host=%s" % host, "-e", "drain_nic=%d" % nic)
+
+
+def next_hops(lab, host):
+    """{family: set of next-hop addresses} of slot 1's task IP in the ToR's FIB, from the kernel and from vtysh."""
+    tor = lab.tor_of(host)
+    kern = dict((fam, set(x.split("@")[0] for x in lab.tor_fib(tor).get(lab.task_ip(host, fam).split("/")[0], ())))
+                for fam in ("ipv4", "ipv6"))
+    frr = {}
+    for fam, cmd in (("ipv4", "show ip route %s/32 json"), ("ipv6", "show ipv6 route %s/128 json")):
+        ip = lab.task_ip(host, fam).split("/")[0]
+        data = json.loads(lab.x(tor, ["vtysh", "-c", cmd % ip]).stdout or "{}")
+        hops = set()
+        for route in data.get("%s/%s" % (ip, 32 if fam == "ipv4" else 128), []):
+            if route.get("selected"):
+                hops.update(n.get("ip") for n in route.get("nexthops", []) if n.get("active") and n.get("fib"))
+        frr[fam] = hops
+    return kern, frr
+
+
+def nic_hops(lab, host, k):
+    """The next hops of slot 1's task IP via NIC k: the slot's container addresses on NIC k (either family: an
+    IPv4 route may have an IPv6 next hop)."""
+    nic = lab.hosts[host]["slots"][0]["nics"][k]["address"]
+    return {nic["ipv4"], nic["ipv6"]}
+
+
+def egress_state(lab, host):
+    return json.loads(lab.x(host, ["cat", EGRESS]).stdout)
+
+
+def marker(lab, host):
+    p = lab.x(host, ["cat", MARKER], check=False)
+    return p.stdout if p.returncode == 0 else None
+
+
+def shares_both_ways(lab, host, port):
+    out = {}
+    for label, fam, reverse in (("egress", "ipv6", False), ("ingress", "ipv4", True)):
+        dummy, sh, total = lab.iperf(host, fam, port + int(reverse), flows=FLOWS, seconds=4, reverse=reverse,
+                                     interval=1.0)
+        assert total > 0
+        out[label] = dict((k, round(v, 3)) for k, v in sorted(sh.items()))
+    return out
+
+
+def test_drain_nic_takes_it_out_of_tor_ecmp_and_egress_and_traffic_moves(lab):
+    n = len(lab.nics(HOST))
+    gone = nic_hops(lab, HOST, 1)
+    kern, frr = next_hops(lab, HOST)
+    for fam in ("ipv4", "ipv6"):   # before: NIC 1 is one of the n next hops, in the kernel and in FRR
+        assert len(kern[fam]) == n and kern[fam] & gone and len(frr[fam]) == n and frr[fam] & gone, (fam, kern, frr)
+    check = drain("drain.yml", *nic_args(HOST, 1), "--check", "--diff")
+    assert M.recap(check.stdout)[HOST]["changed"] == 1 and marker(lab, HOST) is None, "check mode changed the host"
+    t0 = time.monotonic()
+    run = drain("drain.yml", *nic_args(HOST, 1), "-e", "drain_reason=e2e")
+    took = time.monotonic() - t0
+    assert M.recap(run.stdout)[HOST]["changed"] == 1
+    kern, frr = next_hops(lab, HOST)
+    for fam in ("ipv4", "ipv6"):
+        assert len(kern[fam]) == n - 1 and not kern[fam] & gone, (fam, kern)
+        assert len(frr[fam]) == n - 1 and not frr[fam] & gone, (fam, frr)
+    st = egress_state(lab, HOST)
+    assert st["out"] == [1] and st["drained"] == [1], st
+    sh = shares_both_ways(lab, HOST, 5401)
+    print("drain.yml %.1f s; ToR next hops %s; egress state %s; shares with eth1 drained %s" % (took, kern, st, sh))
+    for label, s in sh.items():
+        assert s["eth1"] <= 0.01, "%s: eth1 still carries %.3f of the bytes (%s)" % (label, s["eth1"], s)
+        for nic in ("eth0", "eth2", "eth3"):
+            assert abs(s[nic] - 1.0 / 3) <= 0.07, "%s: %s share %.3f, want 1/3 +- 0.07 (%s)" % (label, nic, s[nic], s)
+    again = drain("drain.yml", *nic_args(HOST, 1))
+    rc = M.recap(again.stdout)
+    assert rc[HOST]["changed"] == 0 and rc["localhost"]["changed"] == 0, rc
+    assert "already drained, nothing to change" in again.stdout
+
+
+def test_watcher_restart_keeps_the_nic_drained(lab):
+    """Continues from the drain above: the watcher restarted (and the sidecar of slot 1 restarted) while eth1 is
+    drained; sampled every 50 ms for 6 s, the ToR never has eth1 back and the egress state says drained again."""
+    assert egress_state(lab, HOST).get("drained") == [1]
+    gone = nic_hops(lab, HOST, 1)
+    lab.x(HOST, ["systemctl", "restart", "netscale-multinic-watcher.service"])
+    lab.x(HOST, ["systemctl", "restart", "netscale-vipinjector@1.service"])
+    seen = set()
+    t_end = time.monotonic() + 6.0
+    while time.monotonic() < t_end:
+        fib = lab.tor_fib(lab.tor_of(HOST))
+        for fam in ("ipv4", "ipv6"):
+            seen.update(x.split("@")[0] for x in fib.get(lab.task_ip(HOST, fam).split("/")[0], ()))
+        time.sleep(0.05)
+    assert seen and not seen & gone, "eth1 came back on the ToR (or no next hop seen): %s" % seen
+    lab.wait_width(HOST, len(lab.nics(HOST)) - 1, timeout=20)   # the restarted sidecar announces on the others
+    st = egress_state(lab, HOST)
+    assert st["drained"] == [1] and st["out"] == [1], st
+    pid = lab.x(HOST, ["systemctl", "show", "-p", "MainPID", "--value", "netscale-multinic-watcher.service"]).stdout
+    log = lab.x(HOST, ["journalctl", "-u", "netscale-multinic-watcher.service", "_PID=%s" % pid.strip(), "--no-pager"],
+                check=False).stdout
+    print("after the restarts: egress state %s; watcher log: %s" % (
+        st, [x for x in log.splitlines() if "admin" in x or "egress set" in x][:4]))
+
+
+def test_undrain_brings_it_back(lab):
+    n = len(lab.nics(HOST))
+    run = drain("undrain.yml", *nic_args(HOST, 1))
+    assert M.recap(run.stdout)[HOST]["changed"] == 1
+    kern, frr = next_hops(lab, HOST)
+    gone = nic_hops(lab, HOST, 1)
+    for fam in ("ipv4", "ipv6"):
+        assert len(kern[fam]) == n and kern[fam] & gone and len(frr[fam]) == n and frr[fam] & gone, (fam, kern, frr)
+    assert marker(lab, HOST) is None
+    st = egress_state(lab, HOST)
+    assert st["out"] == [] and "drained" not in st, st
+    again = drain("undrain.yml", *nic_args(HOST, 1))
+    assert M.recap(again.stdout)[HOST]["changed"] == 0
+    sh = shares_both_ways(lab, HOST, 5411)
+    print("undrained: shares %s" % sh)
+    for label, s in sh.items():
+        assert abs(s["eth1"] - 0.25) <= 0.07, "%s: eth1 share %.3f after the undrain (%s)" % (label, s["eth1"], s)
+
+
+def test_last_nic_of_a_2nic_host_refused_nothing_changed(lab):
+    budget = ("-e", json.dumps({"drain_budget": {"max_rack_nic_share": 0.5}}))
+    drain("drain.yml", *nic_args(SMALL, 0), *budget)
+    try:
+        lab.wait_width(SMALL, 1, timeout=5)
+        before = (marker(lab, SMALL), next_hops(lab, SMALL), lab.dump(SMALL))
+        refused = drain("drain.yml", *nic_args(SMALL, 1), *budget, check=False)
+        assert refused.returncode != 0
+        assert "REFUSED by the blast-radius budget: never a host's last NIC: mns-r1-h1 has 2 NICs, 1 already drained " \
+               "(0); draining NIC 1 would leave none in service" in refused.stdout, refused.stdout[-3000:]
+        assert SMALL not in M.recap(refused.stdout), "the refused run reached the host"
+        after = (marker(lab, SMALL), next_hops(lab, SMALL), lab.dump(SMALL))
+        assert after[0] == before[0] and after[1] == before[1], (before[:2], after[:2])
+        assert M.diff_dumps(before[2], after[2]) == {}
+        with open(os.path.join(JOURNAL, "mns", "drain-journal.jsonl")) as f:
+            last = [json.loads(x) for x in f.read().splitlines() if '"decision"' in x][-1]
+        assert last["element"] == "nic:mns-r1-h1:1" and not last["allowed"], last
+        print("refused and journaled: %s; numbers %s" % (last["reasons"], dict(
+            (k, v) for k, v in last["numbers"].items() if k.startswith("last_nic"))))
+    finally:
+        drain("undrain.yml", *nic_args(SMALL, 0), check=False)
+    lab.wait_width(SMALL, 2, timeout=20)
+
+
+def test_host_drain_withdraws_every_slot_and_tells_the_scheduler(lab):
+    """Scope host: every slot's task IPs leave the ToR's FIB (both slots, both families), the scheduler hook runs
+    once with the host; undrain: every task IP back at full width, the hook told again."""
+    hook = os.path.join(M.WORK, "scheduler-hook.txt")
+    if os.path.exists(hook):
+        os.unlink(hook)
+    extra = ("-e", "drain_scope=host", "-e", "drain_host=%s" % HOST, "-e", json.dumps({
+        "drain_budget": {"max_rack_nic_share": 1.0},
+        "drain_scheduler_hook": ["sh", "-c", 'echo "$NETSCALE_DRAIN_ACTION $NETSCALE_DRAIN_HOSTS" >> %s' % hook]}))
+    tor = lab.tor_of(HOST)
+    tips = [s["task_ip"][fam] for s in lab.hosts[HOST]["slots"] for fam in ("ipv4", "ipv6")]
+    try:
+        run = drain("drain.yml", *extra)
+        assert M.recap(run.stdout)[HOST]["changed"] == 1
+        fib = lab.tor_fib(tor)
+        assert all(not fib.get(t) for t in tips), dict((t, fib.get(t)) for t in tips)
+        assert json.loads(marker(lab, HOST))["host"]["job"]
+        with open(hook) as f:
+            assert f.read() == "drain %s\n" % HOST
+    finally:
+        back = drain("undrain.yml", *extra, check=False)
+    assert back.returncode == 0, back.stdout[-3000:]
+    fib = lab.tor_fib(tor)
+    widths = dict((t, len(fib.get(t, ()))) for t in tips)
+    assert all(w == len(lab.nics(HOST)) for w in widths.values()), widths
+    with open(hook) as f:
+        assert f.read() == "drain %s\nundrain %s\n" % (HOST, HOST)
+    os.unlink(hook)
+    print("host drain: %d task routes withdrawn from %s and back at width %s; scheduler hook told twice" % (
+        len(tips), tor, sorted(set(widths.values()))))

@@ -1,0 +1,72 @@
+"""playbooks/drain.yml and undrain.yml through Ansible itself, on the controller only (ToR scope: the budget, the
+journal and the scheduler hook; no lab): the budget's refusals, check mode, idempotency, the lease input."""
+import json
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+           ANSIBLE_STDOUT_CALLBACK="default", PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+INVENTORY = os.path.join(ROOT, "inventories", "example", "fabric.yml")
+
+
+def _play(name, journal, *extra):
+    return subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(ROOT, "playbooks", name),
+                           "-e", "drain_journal_dir=%s" % journal] + list(extra),
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, check=False)
+
+
+def _journal(journal):
+    path = os.path.join(str(journal), "example", "drain-journal.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(x) for x in f.read().splitlines()]
+
+
+def test_tor_drain_budget_hook_journal_idempotent_and_undrain(tmp_path):
+    journal = tmp_path / "journal"
+    hook_out = tmp_path / "hook.txt"
+    script = 'echo "$NETSCALE_DRAIN_ACTION $NETSCALE_DRAIN_ELEMENT $NETSCALE_DRAIN_HOSTS" >> %s' % hook_out
+    hook = ["-e", json.dumps({"drain_scheduler_hook": ["sh", "-c", script]})]
+    budget = ["-e", json.dumps({"drain_budget": {"max_zone_tor_share": 0.5}})]
+    # check mode: the verdict, nothing journaled, the hook not run
+    check = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", "--check", *(hook + budget))
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert "drain tor:b1-az1-r1: allowed" in check.stdout
+    assert _journal(journal) == [] and not hook_out.exists() and not journal.exists()
+    # zone b1-az1 has 2 racks: 1 of 2 is over the default share 0.25 -> refused, journaled, nothing else
+    refused = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *hook)
+    assert refused.returncode != 0
+    assert "REFUSED by the blast-radius budget: at most 0.25 of a zone's racks (ToRs) out at once" in refused.stdout
+    recs = _journal(journal)
+    assert [(r["type"], r["allowed"]) for r in recs] == [("decision", False)] and not hook_out.exists()
+    # allowed with a budget that permits it: journaled decision + outcome, hook told
+    first = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *(hook + budget))
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert hook_out.read_text() == "drain tor:b1-az1-r1 gpu-b1-az1-r1-h1,gpu-b1-az1-r1-h2,gpu-b1-az1-r1-h3\n"
+    # again: already drained, nothing to change, hook not run again, changed=0
+    again = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *(hook + budget))
+    assert again.returncode == 0 and "already drained, nothing to change" in again.stdout
+    assert "changed=0" in again.stdout and hook_out.read_text().count("\n") == 1
+    # another job holds the fabric lease: the undrain is refused
+    lease = ["-e", json.dumps({"drain_lease_holder": {"job": "rollout-7", "kind": "rollout"}})]
+    held = _play("undrain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *(hook + lease))
+    assert held.returncode != 0 and "the fabric lease is held by rollout rollout-7" in held.stdout
+    undrain = _play("undrain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_tor=b1-az1-r1-tor", *hook)
+    assert undrain.returncode == 0, undrain.stdout[-3000:]
+    assert hook_out.read_text().splitlines()[-1].startswith("undrain tor:b1-az1-r1 ")
+    recs = _journal(journal)
+    assert [(r["type"], r["action"], r.get("allowed", r.get("ok"))) for r in recs] == [
+        ("decision", "drain", False), ("decision", "drain", True), ("outcome", "drain", True),
+        ("decision", "drain", True), ("decision", "undrain", False),
+        ("decision", "undrain", True), ("outcome", "undrain", True)]
+
+
+def test_bad_request_names_the_field_and_changes_nothing(tmp_path):
+    journal = tmp_path / "journal"
+    bad = _play("drain.yml", journal, "-e", "drain_scope=nic", "-e", "drain_host=gpu-b1-az1-r1-h1", "-e", "drain_nic=7")
+    assert bad.returncode != 0 and "drain_nic=7: gpu-b1-az1-r1-h1 has NICs 0 to 1" in bad.stdout
+    nohost = _play("drain.yml", journal, "-e", "drain_scope=nic")
+    assert nohost.returncode != 0 and "Fix: set drain_scope=nic with drain_host=HOST" in nohost.stdout
+    assert _journal(journal) == []
