@@ -169,10 +169,16 @@ def status(lab):
 
 
 def _spawn(lab, state, name, argv, cwd, digest, log_name):
+    """Start one process in the lab's monitoring cgroup (the teardown's second net) and record it."""
+    cg = lab.cg_dir("monitoring")
+
+    def join_cgroup():
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write("0")
     log = open(os.path.join(cwd, log_name), "ab")
     try:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
-                             start_new_session=True, close_fds=True)
+                             start_new_session=True, close_fds=True, preexec_fn=join_cgroup)
     finally:
         log.close()
     state.add(type="process", name=NAME_PREFIX + name, pid=p.pid, started=start_time(p.pid), keep=False,
@@ -199,6 +205,8 @@ def _wait_http(url, proc, timeout, what):
 def start(lab, check=False, **kw):
     """Start (or keep) Prometheus, the relay, the FRR exporters and the storage responder."""
     data = load(lab.fabric, lab.state_root)
+    if check and (data is None or data.get("status") != "ready"):
+        return {"changed": True, "url": None, "note": "the lab is not built yet: monitoring starts after it"}
     if data is None or data.get("status") != "ready":
         raise LabError("lab %s is not running (state file %s); build it first: ansible-playbook playbooks/lab.yml"
                        % (lab.fabric, lab.state_file))
@@ -229,6 +237,9 @@ def start(lab, check=False, **kw):
         os.makedirs(os.path.join(d, "data"), exist_ok=True)
         state.add(type="dir", path=d)
     os.makedirs(os.path.join(d, "data"), exist_ok=True)
+    if not os.path.isdir(lab.cg_dir("monitoring")):
+        state.add(type="cgroup", path=lab.cg_dir("monitoring"))
+        os.makedirs(lab.cg_dir("monitoring"), exist_ok=True)
     with open(os.path.join(d, "prometheus.json"), "w") as f:
         f.write(rules.dump(lay["config"]))
     with open(os.path.join(d, "rules.json"), "w") as f:
@@ -259,6 +270,8 @@ def start(lab, check=False, **kw):
                        "--storage.tsdb.retention.time=2d", "--web.enable-lifecycle"],
                       d, digest, "prometheus.log")
         _wait_http(url + "/-/ready", prom, 30.0, "prometheus")
+        with open(os.path.join(d, "url"), "w") as f:
+            f.write(url + "\n")
         if relay.poll() is not None:
             raise LabError("the scrape relay exited at start (rc=%s); see %s/relay.log" % (relay.returncode, d))
     except Exception:
