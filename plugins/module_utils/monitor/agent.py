@@ -378,9 +378,9 @@ class Agent(object):
 
     def run(self):
         interval = float(self.cfg["interval"])
-        self.emit("agent_start", "host", detail="fabric monitor started: %d NICs, %d targets, %d pairs, "
-                  "budget %s probes/s" % (len(self.pl["nics"]), len(self.pl["targets"]),
-                                          len(pl.probe_pairs(self.pl, 0)), self.cfg["max_pps"]))
+        # a start is not a detection (docs/operations.md reads every event as one): logged, not emitted
+        self.log("fabric monitor started: %d NICs, %d targets, %d pairs, budget %s probes/s"
+                 % (len(self.pl["nics"]), len(self.pl["targets"]), len(pl.probe_pairs(self.pl, 0)), self.cfg["max_pps"]))
         threading.Thread(target=self.passive_loop, name="passive", daemon=True).start()
         now = self.clock()
         next_round = now
