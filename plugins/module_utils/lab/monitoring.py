@@ -186,20 +186,25 @@ def _spawn(lab, state, name, argv, cwd, digest, log_name):
     return p
 
 
-def _wait_http(url, proc, timeout, what):
-    import urllib.request
+def _wait_http(listen, port, path, proc, timeout, what):
+    """Wait until ``GET path`` answers 200 (Prometheus's readiness endpoint)."""
+    import http.client
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise LabError("%s exited at start (rc=%s); see its log in the lab's monitoring dir" % (what, proc.returncode))
+        conn = http.client.HTTPConnection(listen, port, timeout=1.0)
         try:
-            urllib.request.urlopen(url, timeout=1.0).read()
-            return
-        except Exception as e:  # pylint: disable=broad-except
+            conn.request("GET", path)
+            if conn.getresponse().status == 200:
+                return
+        except (OSError, http.client.HTTPException) as e:
             last = e
-            time.sleep(0.2)
-    raise LabError("%s did not answer at %s within %ss (%s)" % (what, url, timeout, last))
+        finally:
+            conn.close()
+        time.sleep(0.2)
+    raise LabError("%s did not answer at http://%s:%d%s within %ss (%s)" % (what, listen, port, path, timeout, last))
 
 
 def start(lab, check=False, **kw):
@@ -269,7 +274,7 @@ def start(lab, check=False, **kw):
                        "--web.listen-address=%s:%d" % (lay["listen"], lay["port"]),
                        "--storage.tsdb.retention.time=2d", "--web.enable-lifecycle"],
                       d, digest, "prometheus.log")
-        _wait_http(url + "/-/ready", prom, 30.0, "prometheus")
+        _wait_http(lay["listen"], lay["port"], "/-/ready", prom, 30.0, "prometheus")
         with open(os.path.join(d, "url"), "w") as f:
             f.write(url + "\n")
         if relay.poll() is not None:

@@ -467,6 +467,3 @@ def main(argv=None):
         server.shutdown()
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

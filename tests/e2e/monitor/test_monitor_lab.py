@@ -10,7 +10,6 @@ events file."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 import urllib.parse

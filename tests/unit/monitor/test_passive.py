@@ -115,8 +115,8 @@ def test_changes_between_snapshots():
                      ("bgp_session_down", "eth0", 1, None), ("bfd_session_down", "eth0", 1, None),
                      ("spoofed_packets", None, 1, 7)]
     back = passive.changes(new, _snap(nics=new["nics"], spoof={1: 7}))
-    assert [(k, nic) for k, nic, s, v, d in back] == [("egress_in", "eth0"), ("bgp_session_up", "eth0"),
-                                                        ("bfd_session_up", "eth0")]
+    assert [(k, nic) for k, nic, s, v, d in back] == [
+        ("egress_in", "eth0"), ("bgp_session_up", "eth0"), ("bfd_session_up", "eth0")]
 
 
 def test_counter_reset_and_missing_nic():

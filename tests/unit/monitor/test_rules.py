@@ -19,8 +19,8 @@ def _promtool(*args):
 def test_rules_and_config_pass_promtool(tmp_path):
     (tmp_path / "rules.json").write_text(rules.dump(rules.recording_rules(0.01, 10)))
     agents = [{"address": "127.0.0.1:19100", "host": "h1", "rack": "r1", "zone": "z1"}]
-    frr = [{"address": "127.0.0.1:19200", "host": "tor1", "rack": "r1", "zone": "z1"}, {"address": "127.0.0.1:19201",
-                                                                                         "host": "spine1"}]
+    frr = [{"address": "127.0.0.1:19200", "host": "tor1", "rack": "r1", "zone": "z1"},
+           {"address": "127.0.0.1:19201", "host": "spine1"}]
     (tmp_path / "prometheus.json").write_text(rules.dump(rules.scrape_config(agents, frr)))
     p = _promtool("check", "rules", str(tmp_path / "rules.json"))
     assert p.returncode == 0, p.stdout + p.stderr
