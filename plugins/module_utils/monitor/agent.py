@@ -466,4 +466,3 @@ def main(argv=None):
     finally:
         server.shutdown()
     return 0
-
