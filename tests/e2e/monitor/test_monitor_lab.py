@@ -74,8 +74,11 @@ def lab():
 
 
 def test_agents_and_frr_exporters_are_up(monitored_lab):
-    dummy, agents_out, state = monitored_lab
-    assert labsnap.recap(agents_out, "lab-r1-h1")["failed"] == "0"
+    built, agents_again, state = monitored_lab
+    assert "prometheus=http://127.0.0.1:19090" in built
+    for name in HOSTS:
+        recap = labsnap.recap(agents_again, name)
+        assert (recap["failed"], recap["changed"]) == ("0", "0"), (name, recap)
 
     def all_up():
         t = targets()
