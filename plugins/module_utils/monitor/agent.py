@@ -279,7 +279,7 @@ class Agent(object):
         names = [n["name"] for n in self.pl["nics"]]
         return {"nics": passive.read_nic_counters(names, self.cfg["sys_class_net"]),
                 "egress": passive.read_egress(self.cfg["egress_state_file"], self.wall()),
-                "bgp": passive.read_sidecars(self.cfg["sidecar_dir"]),
+                "bgp": passive.read_sidecars(self.cfg["sidecar_dir"], self.pl["nics"]),
                 "bfd": passive.read_bfd(self.pl["nics"], self.cfg["bfd_dir"]),
                 "spoof": passive.read_spoof(self.cfg["datapath_state_dir"], self.cfg["bpffs_root"])}
 

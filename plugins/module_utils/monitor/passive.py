@@ -82,8 +82,10 @@ def read_egress(path=EGRESS_STATE_FILE, now=None):
     return {"present": True, "fresh": fresh, "out": out if fresh else []}
 
 
-def read_sidecars(base=SIDECAR_DIR):
-    """{(slot, nic): "up" | other state} of every sidecar's BGP sessions."""
+def read_sidecars(base=SIDECAR_DIR, nics=()):
+    """{(slot, nic): "up" | other state} of every sidecar's BGP sessions. The sidecar names a NIC by its
+    plan index; ``nics`` (pinglist NICs: index, name) turn it into the interface name."""
+    names = dict((str(n["index"]), n["name"]) for n in nics)
     out = {}
     for path in sorted(glob.glob(os.path.join(base, "slot*", "status.json"))):
         m = re.search(r"slot(\d+)", os.path.basename(os.path.dirname(path)))
@@ -96,7 +98,7 @@ def read_sidecars(base=SIDECAR_DIR):
             continue
         for s in st.get("sessions") or []:
             if s.get("nic") is not None:
-                out[(int(m.group(1)), str(s["nic"]))] = str(s.get("state"))
+                out[(int(m.group(1)), names.get(str(s["nic"]), str(s["nic"])))] = str(s.get("state"))
     return out
 
 

@@ -50,6 +50,11 @@ def test_read_sidecars(tmp_path):
     got = passive.read_sidecars(str(tmp_path))
     assert got == {(1, "eth0"): "up", (1, "eth1"): "up", (2, "eth0"): "up", (2, "eth1"): "connect"}
     assert passive.sessions_per_nic(got, ["eth0", "eth1"]) == {"eth0": (2, 2), "eth1": (1, 2)}
+    # the sidecars name NICs by their plan index: mapped to the interface names
+    (tmp_path / "slot4").mkdir()
+    (tmp_path / "slot4" / "status.json").write_text(json.dumps({"sessions": [{"nic": 1, "state": "up"}]}))
+    got = passive.read_sidecars(str(tmp_path), [{"index": 0, "name": "eth0"}, {"index": 1, "name": "eth1"}])
+    assert got[(4, "eth1")] == "up"
 
 
 def _bfdd(path, bodies, answer=True):
