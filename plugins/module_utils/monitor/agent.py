@@ -11,8 +11,8 @@ One process per host:
 * active (:mod:`.probe`, :mod:`.pinglist`): every ``interval`` seconds, a probe from every NIC to
   every target of the pinglist (within the ``max_pps`` budget), each probe pinned to its NIC; a
   responder on every NIC answers the probes of the other hosts. Loss and RTT per (NIC, target).
-  A target whose probes were all lost on every NIC in a round, while the same NICs got answers from
-  other targets, is *unreachable* (its host, its agent or all of its NICs are down): those probes are
+  A target whose probes were all lost on every NIC for ``HOLD_ROUNDS`` rounds, while the same NICs got
+  answers from other targets, is *unreachable* (its host, its agent or all of its NICs are down): those probes are
   counted apart (``fabric_monitor_probes_unreachable_total``), not as path loss of this host's NICs;
 * passive (:mod:`.passive`): NIC counters, the NIC watcher's egress set, the sidecars' BGP sessions,
   the BFD responders' sessions, the datapath's spoof counters, every ``passive_interval`` seconds;
@@ -45,6 +45,8 @@ from ansible_collections.netscale.multinic.plugins.module_utils.monitor import p
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 SOURCE = "fabric_monitor"
+# Windows a target silent on every NIC is held before its lost probes are counted (close_round).
+HOLD_ROUNDS = 3
 DEFAULTS = {
     "interval": 1.0,            # seconds between rounds (each pair probed once a round)
     "timeout": 1.0,             # a probe unanswered after this is lost
@@ -121,6 +123,8 @@ class Agent(object):
         self.queue = []             # [(due, nic, target, target host, address)]
         self.unreachable = set()    # targets in the unreachable state (one event when they enter it)
         self.pending_unreachable = []
+        self.held = {}              # target -> windows [(nic, stats)] of a silent target, not yet counted
+        self.recent_answers = []    # the last HOLD_ROUNDS windows' {nic: targets that answered}
         self.stop = threading.Event()
 
     # ------------------------------------------------------------------ events
@@ -219,7 +223,15 @@ class Agent(object):
 
     def close_round(self):
         """Fold the probes resolved since the last call into the counters, telling path loss from an
-        unreachable target (see the module docstring)."""
+        unreachable target (see the module docstring).
+
+        A target that answered on no NIC in this window is held, not counted, for up to ``HOLD_ROUNDS``
+        windows: probes are spread over the interval, so one window may hold no answer from any other
+        target on a NIC even when that NIC works. The held windows become *unreachable* once the target
+        stayed silent for ``HOLD_ROUNDS`` windows while every NIC that probed it had answers from other
+        targets in the last ``HOLD_ROUNDS`` windows; they become path loss as soon as the target answers
+        again on any NIC (a short outage of the target is counted as loss), or after ``HOLD_ROUNDS``
+        windows when a NIC that lost it had no other answer (this host's NIC is the suspect)."""
         window = self.ledger.take_window()
         answered = {}               # nic -> targets that answered it in this window
         by_target = {}
@@ -227,11 +239,14 @@ class Agent(object):
             if s.answered:
                 answered.setdefault(nic, set()).add(target)
             by_target.setdefault(target, []).append((nic, s))
+        self.recent_answers.append(answered)
+        del self.recent_answers[:-HOLD_ROUNDS]
+
+        def answered_by_other(nic, target):
+            return any(t != target for seen in self.recent_answers for t in seen.get(nic, ()))
+
         with self.lock:
             for target, items in sorted(by_target.items()):
-                dead = all(s.answered == 0 and s.lost > 0 for dummy, s in items)
-                # every NIC that lost this target was answered by another target in the same window
-                unreachable = dead and all(answered.get(nic, set()) - {target} for nic, dummy in items)
                 hosts = set()
                 for nic, s in items:
                     key = (nic, target)
@@ -239,26 +254,41 @@ class Agent(object):
                     c["sent"] += s.answered + s.lost
                     c["answered"] += s.answered
                     c["rtt_sum"] += s.rtt_sum
-                    ew = self.event_window.setdefault(key, [0, 0, set()])
-                    hosts |= ew[2]
-                    if unreachable:
-                        c["unreachable"] += s.lost
-                    else:
-                        c["lost"] += s.lost
-                        ew[0] += s.answered
-                        ew[1] += s.lost
-                        self.last[key] = {"loss_ratio": s.loss_ratio(), "rtt_max": s.rtt_max}
-                if not unreachable:
+                    hosts |= self.event_window.setdefault(key, [0, 0, set()])[2]
+                dead = all(s.answered == 0 and s.lost > 0 for dummy, s in items)
+                held = self.held.pop(target, []) + [items]
+                others = all(answered_by_other(nic, target) for w in held for nic, dummy in w)
+                if dead and len(held) < HOLD_ROUNDS and target not in self.unreachable:
+                    self.held[target] = held          # not decided yet
+                elif dead and others:
+                    for w in held:
+                        self._count_lost(target, w, unreachable=True)
+                    if target not in self.unreachable:
+                        self.unreachable.add(target)
+                        self.pending_unreachable.append((target, ",".join(sorted(hosts))))
+                else:
                     self.unreachable.discard(target)
-                elif target not in self.unreachable:
-                    self.unreachable.add(target)
-                    pending = (target, ",".join(sorted(hosts)))
-                    self.pending_unreachable.append(pending)
+                    for w in held:
+                        self._count_lost(target, w, unreachable=False)
         while self.pending_unreachable:
             target, hosts = self.pending_unreachable.pop(0)
             self.emit("target_unreachable", "target", target=target, target_host=hosts,
-                      detail="no answer on any NIC from %s while other targets answered: its host, its agent or "
-                             "every NIC of it is down (counted apart, not as path loss)" % target)
+                      detail="no answer on any NIC from %s for %d rounds while other targets answered: its host, its "
+                             "agent or every NIC of it is down (counted apart, not as path loss)" % (target, HOLD_ROUNDS))
+
+    def _count_lost(self, target, items, unreachable):
+        """Count one window's lost probes to ``target`` as path loss or as an unreachable target's."""
+        for nic, s in items:
+            key = (nic, target)
+            c = self._counter(key)
+            if unreachable:
+                c["unreachable"] += s.lost
+            else:
+                c["lost"] += s.lost
+                ew = self.event_window.setdefault(key, [0, 0, set()])
+                ew[0] += s.answered
+                ew[1] += s.lost
+                self.last[key] = {"loss_ratio": s.loss_ratio(), "rtt_max": s.rtt_max}
 
     def loss_events(self):
         with self.lock:

@@ -64,24 +64,57 @@ def test_path_loss_on_one_nic(tmp_path):
 
 def test_unreachable_target_is_not_path_loss(tmp_path):
     a = _agent(tmp_path)
-    for t in (0.0, 1.0):
-        _resolve(a, {("eth0", "h2"): True, ("eth1", "h2"): True, ("eth0", "h3"): False, ("eth1", "h3"): False}, t)
+    rounds = agentmod.HOLD_ROUNDS + 1
+    for i in range(rounds):
+        _resolve(a, {("eth0", "h2"): True, ("eth1", "h2"): True, ("eth0", "h3"): False, ("eth1", "h3"): False}, i)
         a.close_round()
-    assert a.counters[("eth0", "h3")] == {"sent": 2, "answered": 0, "lost": 0, "unreachable": 2, "rtt_sum": 0.0}
+        if i < agentmod.HOLD_ROUNDS - 1:   # held, neither loss nor unreachable yet
+            assert a.counters[("eth0", "h3")]["lost"] == a.counters[("eth0", "h3")]["unreachable"] == 0
+    assert a.counters[("eth0", "h3")] == {"sent": rounds, "answered": 0, "lost": 0, "unreachable": rounds,
+                                          "rtt_sum": 0.0}
     a.loss_events()
     ev = _events(tmp_path)
     assert [(e["kind"], e["target"]) for e in ev] == [("target_unreachable", "h3")]   # once, not per round
     text = a.metrics_text()
-    assert 'fabric_monitor_probes_unreachable_total{host="h1",rack="r1",zone="z1",nic="eth0",target="h3"} 2' in text
+    assert ('fabric_monitor_probes_unreachable_total{host="h1",rack="r1",zone="z1",nic="eth0",target="h3"} %d'
+            % rounds) in text
     assert 'fabric_monitor_probes_lost_total{host="h1",rack="r1",zone="z1",nic="eth0",target="h3"} 0' in text
+
+
+def test_silent_target_in_a_window_without_other_answers_is_held_then_unreachable(tmp_path):
+    """The lab's miss: probes spread over the interval leave a window in which a NIC got no answer from any
+    other target; the silent target is held, and counted unreachable once the NICs' other answers show."""
+    a = _agent(tmp_path)
+    _resolve(a, {("eth0", "h2"): True, ("eth1", "h2"): True, ("eth0", "h3"): True, ("eth1", "h3"): True})
+    a.close_round()
+    _resolve(a, {("eth1", "h3"): False}, 1.0)                  # h3 stops; only it resolved on eth1
+    a.close_round()
+    assert a.counters[("eth1", "h3")]["lost"] == 0 == a.counters[("eth1", "h3")]["unreachable"]
+    for i in range(2, agentmod.HOLD_ROUNDS + 1):
+        _resolve(a, {("eth0", "h2"): True, ("eth1", "h2"): True, ("eth0", "h3"): False, ("eth1", "h3"): False}, i)
+        a.close_round()
+    assert a.counters[("eth1", "h3")]["lost"] == 0 and a.counters[("eth1", "h3")]["unreachable"] == 3
+    assert a.counters[("eth0", "h3")]["unreachable"] == agentmod.HOLD_ROUNDS - 1
+
+
+def test_short_silence_of_a_target_is_path_loss(tmp_path):
+    """Silent for fewer than HOLD_ROUNDS windows, then answering again: the held probes were lost on the way."""
+    a = _agent(tmp_path)
+    _resolve(a, {("eth0", "h2"): True, ("eth1", "h2"): True, ("eth0", "h3"): False, ("eth1", "h3"): False})
+    a.close_round()
+    _resolve(a, {("eth0", "h2"): True, ("eth1", "h2"): True, ("eth0", "h3"): True, ("eth1", "h3"): False}, 1.0)
+    a.close_round()
+    assert a.counters[("eth0", "h3")]["lost"] == 1 and a.counters[("eth1", "h3")]["lost"] == 2
+    assert all(c["unreachable"] == 0 for c in a.counters.values())
 
 
 def test_host_that_lost_every_nic_sees_path_loss(tmp_path):
     """Nothing answers on any NIC: that is this host's loss, not its targets' being down."""
     a = _agent(tmp_path)
-    _resolve(a, dict(((n, t), False) for n in ("eth0", "eth1") for t in ("h2", "h3")))
-    a.close_round()
-    assert all(c["lost"] == 1 and c["unreachable"] == 0 for c in a.counters.values())
+    for i in range(agentmod.HOLD_ROUNDS):
+        _resolve(a, dict(((n, t), False) for n in ("eth0", "eth1") for t in ("h2", "h3")), i)
+        a.close_round()
+    assert all(c["lost"] == agentmod.HOLD_ROUNDS and c["unreachable"] == 0 for c in a.counters.values())
 
 
 def test_budget_limits_a_round(tmp_path):
