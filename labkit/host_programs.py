@@ -48,6 +48,9 @@ PROGRAMS = (
     HostProgram(target="roles/host_datapath/files/netscale-multinic-watcher.py",
                 entry="datapath.watcher",
                 summary="netscale.multinic NIC watcher, with the host-local map sync of eBPF mode."),
+    HostProgram(target="roles/fabric_monitor/files/netscale-fabric-monitor.py",
+                entry="monitor.agent",
+                summary="netscale.multinic fabric monitoring agent: probes per NIC, responder, passive signals."),
 )
 
 

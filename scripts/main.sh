@@ -26,6 +26,8 @@ ansible-playbook -i "$inventory" playbooks/plan.yml
 echo "=== rollout: ToR policy rack by rack, hosts canary then fleet, health gates after each wave"
 rc=0
 ansible-playbook -i "$inventory" playbooks/rollout.yml || rc=$?
+echo "=== monitoring: the fabric_monitor agent on every GPU host (the lab's Prometheus scrapes them)"
+ansible-playbook -i "$inventory" playbooks/monitor.yml || rc=$?
 report=$(ls -1dt reports/2*/ 2>/dev/null | head -1)
 echo
 if [ -n "$report" ] && [ -f "$report/report.md" ]; then
@@ -35,5 +37,9 @@ if [ -n "$report" ] && [ -f "$report/report.md" ]; then
 fi
 echo "plan:      $here/intended/lab/plan/summary.yml"
 echo "configs:   $here/intended/configs/"
+url_file=/run/netscale-multinic/lab/lab/monitoring/url
+if [ -f "$url_file" ]; then
+  echo "prometheus: $(cat "$url_file") (targets: /targets, SLI recording rules: /rules; docs/monitoring.md)"
+fi
 echo "lab down:  bash scripts/main.sh --down"
 exit $rc

@@ -13,6 +13,7 @@ apt_packages=(
   frr frr-pythontools iperf3 debootstrap mptcpize
   clang llvm libbpf-dev bpftool
   openjdk-17-jre-headless
+  prometheus prometheus-frr-exporter
 )
 
 need_root() {
@@ -36,6 +37,9 @@ fi
 # in namespaces, so the machine-wide instance must not hold the ports or the kernel routes.
 if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
   systemctl disable --now frr >/dev/null 2>&1 || true
+  # likewise Prometheus and the FRR exporter: the lab runs its own, in the foreground, bound to loopback
+  # (netscale.multinic.lab_monitoring), with its own config and data dir
+  systemctl disable --now prometheus prometheus-frr-exporter >/dev/null 2>&1 || true
 fi
 
 venv="$here/.venv"

@@ -1,0 +1,308 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus in the lab: scrape every GPU host's monitoring agent and every FRR node (ToRs, spines).
+
+Started after the lab is built (``netscale.multinic.lab_monitoring``, the lab role), in the lab
+machine's root namespace, bound to loopback only, each process in the foreground with its own
+config and data directory under the lab's state dir; recorded in the lab's state file (PID and
+start time, ``keep: false``: the lab stays healthy without them) so the lab's teardown removes them by
+PID, and ``state: absent`` stops them alone.
+
+* **Prometheus** (Debian's ``prometheus``): ``listen:port``, data in ``<lab>/monitoring/data``,
+  config and rules rendered by :mod:`..monitor.rules`.
+* **Scrape relay**: the agents listen inside the GPU hosts' network namespaces, which only the fabric
+  reaches; scraping them through a data NIC would read a NIC fault as "agent down". The lab's
+  management plane is the namespace itself: one relay process listens on ``listen:relay_port + i`` per
+  host and, for every scrape, connects from inside that host's current network namespace (``setns``
+  in the connection's thread; the host's PID comes from the lab state file, so a restarted host is
+  followed) to the agent's metrics port. An agent that is down makes its scrape fail: ``up == 0``.
+* **FRR exporters** (Debian's ``prometheus-frr-exporter``, BGP and BFD collectors): one per spine and
+  ToR on ``listen:frr_port + i``, reading that node's daemon sockets (``<node>/run-frr``) from outside
+  the namespace.
+* **Storage responder**: the agent program in responder-only mode inside the storage namespace, so
+  the hosts' probes to storage (a configured target) are answered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError, alive, kill, start_time, wait_gone
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import State, load
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name
+from ansible_collections.netscale.multinic.plugins.module_utils.monitor import probe as probemod
+from ansible_collections.netscale.multinic.plugins.module_utils.monitor import rules
+
+NAME_PREFIX = "monitoring/"
+PROMETHEUS = "/usr/bin/prometheus"
+FRR_EXPORTER = "/usr/bin/prometheus-frr-exporter"
+
+RELAY_SOURCE = r'''
+import ctypes, json, os, select, socket, sys, threading
+CLONE_NEWNET = 0x40000000
+libc = ctypes.CDLL(None, use_errno=True)
+cfg = json.load(open(sys.argv[1]))
+
+def host_pid(name):
+    with open(cfg["state_file"]) as f:
+        return json.load(f)["nodes"][name]["pid"]
+
+def serve(conn, name, port):
+    conn.settimeout(cfg["timeout"])
+    try:
+        fd = os.open("/proc/%d/ns/net" % host_pid(name), os.O_RDONLY)
+        try:
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns")
+        finally:
+            os.close(fd)
+        up = socket.create_connection(("127.0.0.1", port), timeout=cfg["timeout"])
+    except Exception:
+        conn.close()
+        return
+    socks = [conn, up]
+    try:
+        while True:
+            ready = select.select(socks, [], [], cfg["timeout"])[0]
+            if not ready:
+                break
+            done = False
+            for s in ready:
+                data = s.recv(65536)
+                if not data:
+                    done = True
+                    break
+                (up if s is conn else conn).sendall(data)
+            if done:
+                break
+    except OSError:
+        pass
+    finally:
+        up.close()
+        conn.close()
+
+def listen(item):
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((cfg["listen"], item["listen_port"]))
+    srv.listen(16)
+    return srv
+
+servers = [(listen(i), i) for i in cfg["hosts"]]
+sys.stdout.write("scrape relay: %d hosts\n" % len(servers))
+sys.stdout.flush()
+
+def accept_loop(srv, item):
+    while True:
+        conn, dummy = srv.accept()
+        threading.Thread(target=serve, args=(conn, item["host"], item["port"]), daemon=True).start()
+
+for srv, item in servers[1:]:
+    threading.Thread(target=accept_loop, args=(srv, item), daemon=True).start()
+if servers:
+    accept_loop(*servers[0])
+'''
+
+
+def layout(lab, listen="127.0.0.1", port=19090, relay_port=19100, frr_port=19200, agent_port=9581,
+           probe_port=probemod.PORT, agent_program=None, scrape_interval="5s", threshold=0.01, min_probes=10):
+    """What runs: {"prometheus": {...}, "relay": {...}, "frr": [...], "responder": {...}, "config", "rules"}."""
+    rules.check(threshold, min_probes)
+    hosts = []
+    for i, h in enumerate(lab.spec.hosts):
+        hosts.append({"host": h["name"], "rack": h["rack"], "zone": h["zone"], "listen_port": relay_port + i,
+                      "port": agent_port})
+    frr = []
+    zone_of_rack = dict((h["rack"], h["zone"]) for h in lab.spec.hosts)
+    nodes = [(s["name"], None) for s in lab.spec.spines] + [(r["tor"]["name"], r["name"]) for r in lab.spec.racks]
+    for i, (node, rack) in enumerate(nodes):
+        item = {"host": node, "address": "%s:%d" % (listen, frr_port + i), "socket_dir": os.path.join(
+            lab.node_dir(node), "run-frr")}
+        if rack:
+            item.update(rack=rack, zone=zone_of_rack.get(rack))
+        frr.append(item)
+    agents = [{"address": "%s:%d" % (listen, h["listen_port"]), "host": h["host"], "rack": h["rack"],
+               "zone": h["zone"]} for h in hosts]
+    storage = lab.spec.storage_addr
+    return {
+        "listen": listen, "port": port, "dir": os.path.join(lab.sdir, "monitoring"),
+        "relay": {"listen": listen, "hosts": hosts, "state_file": lab.state_file, "timeout": 5.0},
+        "frr": frr,
+        "responder": {"netns": netns_name(lab.spec.storage_name), "port": probe_port, "program": agent_program,
+                      "addresses": [storage[f]["storage"] for f in ("ipv6", "ipv4") if f in storage]},
+        "config": rules.scrape_config(agents, frr, scrape_interval=scrape_interval),
+        "rules": rules.recording_rules(threshold, min_probes),
+    }
+
+
+def storage_target(lab):
+    """The lab storage node as a fabric_monitor target ({name, ipv4, ipv6})."""
+    out = {"name": lab.spec.storage_name}
+    for fam, a in lab.spec.storage_addr.items():
+        out[fam] = a["storage"]
+    return out
+
+
+def _recorded(data):
+    return [r for r in (data or {}).get("resources", []) if r.get("type") == "process"
+            and str(r.get("name", "")).startswith(NAME_PREFIX)]
+
+
+def _digest(lay):
+    return hashlib.sha256(json.dumps(lay, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def status(lab):
+    """(running: bool, digest of what runs or None, [recorded process records])."""
+    data = load(lab.fabric, lab.state_root)
+    recs = _recorded(data)
+    if not recs:
+        return False, None, []
+    live = all(alive(r["pid"], r.get("started")) for r in recs)
+    return live, recs[0].get("digest"), recs
+
+
+def _spawn(lab, state, name, argv, cwd, digest, log_name):
+    """Start one process in the lab's monitoring cgroup (the teardown's second net) and record it."""
+    cg = lab.cg_dir("monitoring")
+
+    def join_cgroup():
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write("0")
+    log = open(os.path.join(cwd, log_name), "ab")
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
+                             start_new_session=True, close_fds=True, preexec_fn=join_cgroup)
+    finally:
+        log.close()
+    state.add(type="process", name=NAME_PREFIX + name, pid=p.pid, started=start_time(p.pid), keep=False,
+              digest=digest)
+    return p
+
+
+def _wait_http(listen, port, path, proc, timeout, what):
+    """Wait until ``GET path`` answers 200 (Prometheus's readiness endpoint)."""
+    import http.client
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LabError("%s exited at start (rc=%s); see its log in the lab's monitoring dir" % (what, proc.returncode))
+        conn = http.client.HTTPConnection(listen, port, timeout=1.0)
+        try:
+            conn.request("GET", path)
+            if conn.getresponse().status == 200:
+                return
+        except (OSError, http.client.HTTPException) as e:
+            last = e
+        finally:
+            conn.close()
+        time.sleep(0.2)
+    raise LabError("%s did not answer at http://%s:%d%s within %ss (%s)" % (what, listen, port, path, timeout, last))
+
+
+def start(lab, check=False, **kw):
+    """Start (or keep) Prometheus, the relay, the FRR exporters and the storage responder."""
+    data = load(lab.fabric, lab.state_root)
+    if check and (data is None or data.get("status") != "ready"):
+        return {"changed": True, "url": None, "note": "the lab is not built yet: monitoring starts after it"}
+    if data is None or data.get("status") != "ready":
+        raise LabError("lab %s is not running (state file %s); build it first: ansible-playbook playbooks/lab.yml"
+                       % (lab.fabric, lab.state_file))
+    lay = layout(lab, **kw)
+    digest = _digest(lay)
+    running, have, recs = status(lab)
+    url = "http://%s:%d" % (lay["listen"], lay["port"])
+    result = {"changed": False, "url": url, "dir": lay["dir"], "targets": len(lay["relay"]["hosts"]),
+              "frr_exporters": len(lay["frr"]), "storage_target": storage_target(lab)}
+    if running and have == digest:
+        return result
+    result["changed"] = True
+    if check:
+        return result
+    if recs:
+        stop(lab)
+    for tool in (PROMETHEUS, FRR_EXPORTER):
+        if not os.access(tool, os.X_OK):
+            raise LabError("%s is missing: install Debian's prometheus and prometheus-frr-exporter "
+                           "(bash scripts/setup.sh)" % tool)
+    program = lay["responder"]["program"]
+    if not program or not os.path.isfile(program):
+        raise LabError("agent_program: %r is not a file; pass roles/fabric_monitor/files/netscale-fabric-monitor.py"
+                       % (program,))
+    d = lay["dir"]
+    state = State(lab.fabric, lab.state_root, data)
+    if not os.path.isdir(d):
+        os.makedirs(os.path.join(d, "data"), exist_ok=True)
+        state.add(type="dir", path=d)
+    os.makedirs(os.path.join(d, "data"), exist_ok=True)
+    if not os.path.isdir(lab.cg_dir("monitoring")):
+        state.add(type="cgroup", path=lab.cg_dir("monitoring"))
+        os.makedirs(lab.cg_dir("monitoring"), exist_ok=True)
+    with open(os.path.join(d, "prometheus.json"), "w") as f:
+        f.write(rules.dump(lay["config"]))
+    with open(os.path.join(d, "rules.json"), "w") as f:
+        f.write(rules.dump(lay["rules"]))
+    with open(os.path.join(d, "relay.json"), "w") as f:
+        f.write(json.dumps(lay["relay"], indent=1, sort_keys=True))
+    with open(os.path.join(d, "relay.py"), "w") as f:
+        f.write(RELAY_SOURCE)
+    try:
+        relay = _spawn(lab, state, "relay", ["/usr/bin/python3", "-I", "-S", os.path.join(d, "relay.py"),
+                                             os.path.join(d, "relay.json")], d, digest, "relay.log")
+        for item in lay["frr"]:
+            _spawn(lab, state, "frr-exporter/" + item["host"],
+                   [FRR_EXPORTER, "--web.listen-address=" + item["address"],
+                    "--frr.socket.dir-path=" + item["socket_dir"], "--frr.socket.timeout=3s",
+                    "--no-collector.ospf", "--collector.bfd", "--collector.bgp", "--collector.bgp6"],
+                   d, digest, "frr-exporter-%s.log" % item["host"])
+        resp = lay["responder"]
+        argv = ["nsenter", "--net=/run/netns/" + resp["netns"], "--", "/usr/bin/python3", "-I", "-S", program,
+                "--port", str(resp["port"])]
+        for a in resp["addresses"]:
+            argv += ["--responder-only", a]
+        _spawn(lab, state, "storage-responder", argv, d, digest, "storage-responder.log")
+        prom = _spawn(lab, state, "prometheus",
+                      [PROMETHEUS, "--config.file=" + os.path.join(d, "prometheus.json"),
+                       "--storage.tsdb.path=" + os.path.join(d, "data"),
+                       "--web.listen-address=%s:%d" % (lay["listen"], lay["port"]),
+                       "--storage.tsdb.retention.time=2d", "--web.enable-lifecycle"],
+                      d, digest, "prometheus.log")
+        _wait_http(lay["listen"], lay["port"], "/-/ready", prom, 30.0, "prometheus")
+        with open(os.path.join(d, "url"), "w") as f:
+            f.write(url + "\n")
+        if relay.poll() is not None:
+            raise LabError("the scrape relay exited at start (rc=%s); see %s/relay.log" % (relay.returncode, d))
+    except Exception:
+        stop(lab)
+        raise
+    return result
+
+
+def stop(lab, check=False):
+    """Stop what :func:`start` started, by recorded PID (checked start time)."""
+    data = load(lab.fabric, lab.state_root)
+    recs = _recorded(data)
+    if not recs:
+        return {"changed": False, "stopped": []}
+    if check:
+        return {"changed": True, "stopped": [r["name"] for r in recs]}
+    stopped = []
+    for r in recs:
+        if kill(r["pid"], r.get("started"), signal.SIGTERM):
+            stopped.append(r["name"])
+    left = wait_gone([(r["pid"], r.get("started")) for r in recs], timeout=10.0)
+    for pid, started in left:
+        kill(pid, started, signal.SIGKILL)
+    left = wait_gone(left, timeout=5.0)
+    if left:
+        raise LabError("monitoring processes still alive after SIGKILL: %s" % (left,))
+    state = State(lab.fabric, lab.state_root, data)
+    state.drop(None, recs)
+    return {"changed": True, "stopped": stopped}

@@ -1,0 +1,183 @@
+# -*- coding: utf-8 -*-
+"""The monitoring agents on the lab's GPU hosts, scraped by the lab's Prometheus (issue 29 items 1-2).
+
+One lab, in order: every agent and FRR exporter is an `up` target; without a fault no probe is lost;
+silent loss on one ToR port (nftables netdev drop, both directions) shows on exactly that (host, NIC)
+path; an agent that is stopped is a down target, and the other hosts count their probes to it as an
+unreachable target, not as loss of their own paths. Evidence: Prometheus queries and the agents'
+events file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+import labsnap
+
+pytestmark = pytest.mark.e2e
+
+URL_FILE = "/run/netscale-multinic/lab/lab/monitoring/url"
+FAULT_HOST, FAULT_NIC = "lab-r2-h1", "eth1"
+STOP_HOST = "lab-r1-h1"
+HOSTS = ("lab-r1-h1", "lab-r1-h2", "lab-r2-h1", "lab-r2-h2")
+FRR_NODES = ("lab-spine1", "lab-r1-tor", "lab-r2-tor")
+
+
+def _url():
+    with open(URL_FILE) as f:
+        return f.read().strip()
+
+
+def query(expr):
+    u = "%s/api/v1/query?%s" % (_url(), urllib.parse.urlencode({"query": expr}))
+    data = json.loads(urllib.request.urlopen(u, timeout=10).read())
+    assert data["status"] == "success", data
+    return [(r["metric"], float(r["value"][1])) for r in data["data"]["result"]]
+
+
+def targets():
+    data = json.loads(urllib.request.urlopen(_url() + "/api/v1/targets", timeout=10).read())
+    return data["data"]["activeTargets"]
+
+
+def wait_for(what, fn, timeout):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(1.0)
+    raise AssertionError("%s: not within %ss; last: %r" % (what, timeout, last))
+
+
+def host_pid(name):
+    return labsnap.lab_state()["nodes"][name]["pid"]
+
+
+def in_host(name, *argv, check=True):
+    p = subprocess.run(["nsenter", "-t", str(host_pid(name)), "-a", "--"] + list(argv), capture_output=True,
+                       text=True, timeout=60, check=False)
+    if check and p.returncode:
+        raise AssertionError("%s on %s: rc=%d %s" % (argv, name, p.returncode, p.stderr))
+    return p
+
+
+def lab():
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
+    return open_lab(labsnap.TOPOLOGY)
+
+
+def test_agents_and_frr_exporters_are_up(monitored_lab):
+    built, agents_again, state = monitored_lab
+    assert "prometheus=http://127.0.0.1:19090" in built
+    for name in HOSTS:
+        recap = labsnap.recap(agents_again, name)
+        assert (recap["failed"], recap["changed"]) == ("0", "0"), (name, recap)
+
+    def all_up():
+        t = targets()
+        jobs = {}
+        for x in t:
+            jobs.setdefault(x["labels"]["job"], []).append((x["labels"].get("host"), x["health"]))
+        ok = (sorted(h for h, s in jobs.get("fabric_monitor", []) if s == "up") == sorted(HOSTS)
+              and sorted(h for h, s in jobs.get("frr", []) if s == "up") == sorted(FRR_NODES))
+        return jobs if ok else None
+    wait_for("every agent and FRR exporter up", all_up, 90)
+    # the FRR exporter reads the ToRs' BGP sessions (spine uplinks): established
+    bgp = wait_for("frr_bgp_peer_state", lambda: query('frr_bgp_peer_state{job="frr"}'), 30)
+    assert bgp and all(v == 1 for dummy, v in bgp), bgp
+    for name in HOSTS:
+        assert in_host(name, "systemctl", "is-active", "netscale-fabric-monitor.service").stdout.strip() == "active"
+
+
+def test_no_loss_without_a_fault(monitored_lab):
+    # every (host, NIC) answered probes to every target of its pinglist, and lost none
+    def answered():
+        r = query("sum by (host, nic, target) (increase(fabric_monitor_probes_answered_total[20s]))")
+        return r if len(r) >= 2 * 3 + 4 * 3 * 3 and all(v > 0 for dummy, v in r) else None
+    series = wait_for("answers on every path", answered, 60)
+    pairs = set((m["host"], m["nic"], m["target"]) for m, dummy in series)
+    assert ("lab-r1-h1", "eth1", "lab-storage") in pairs and ("lab-r2-h2", "eth3", "lab-r1") in pairs
+    lost = query("sum by (host, nic, target) (increase(fabric_monitor_probes_lost_total[20s]))")
+    assert lost and all(v == 0 for dummy, v in lost), [x for x in lost if x[1]]
+    rtt = query("max(fabric_monitor_probe_rtt_max_seconds)")
+    assert 0 < rtt[0][1] < 0.5
+
+
+def test_loss_on_one_tor_port_shows_on_that_path_only(monitored_lab):
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
+    lb = lab()
+    t0 = time.time()
+    ops.set_loss(lb, FAULT_HOST, FAULT_NIC, True)
+    try:
+        time.sleep(20)
+        window = "[15s]"
+        lossy = [(m, v) for m, v in query("sum by (host, nic, target) (increase(fabric_monitor_probes_lost_total%s))"
+                                          % window) if v > 0]
+        answered = query("sum by (host, nic) (increase(fabric_monitor_probes_answered_total%s))" % window)
+    finally:
+        ops.set_loss(lb, FAULT_HOST, FAULT_NIC, False)
+    # the faulted path: every target probed from that NIC lost probes
+    own = sorted(m["target"] for m, dummy in lossy if m["host"] == FAULT_HOST and m["nic"] == FAULT_NIC)
+    assert own == ["lab-r1", "lab-r2-h2", "lab-storage"], lossy
+    # elsewhere only the probes *to* that NIC (index 1 of a peer: its eth1), from any host
+    for m, dummy in lossy:
+        assert (m["host"], m["nic"]) == (FAULT_HOST, FAULT_NIC) or \
+            (m["nic"] == FAULT_NIC and m["target"] in (FAULT_HOST, "lab-r2")), lossy
+    # the faulted host's other NICs and every other host kept answering
+    by_path = dict(((m["host"], m["nic"]), v) for m, v in answered)
+    for (host, nic), v in by_path.items():
+        if (host, nic) != (FAULT_HOST, FAULT_NIC):
+            assert v > 0, (host, nic, by_path)
+    assert by_path.get((FAULT_HOST, FAULT_NIC), 0) == 0, by_path
+    # the agent wrote probe-loss events for that NIC (detection format, JSON lines)
+    lines = in_host(FAULT_HOST, "cat", "/var/log/netscale-multinic/fabric-monitor-events.jsonl").stdout.splitlines()
+    events = [json.loads(x) for x in lines]
+    mine = [e for e in events if e["kind"] == "probe_loss" and e["time"] >= t0]
+    assert mine and all(e["nic"] == FAULT_NIC and e["host"] == FAULT_HOST for e in mine), mine
+    assert set(e["target"] for e in mine) == {"lab-r1", "lab-r2-h2", "lab-storage"}
+
+
+def test_stopped_agent_is_a_down_target_not_network_loss(monitored_lab):
+    # after the previous test's fault: wait until the paths are clean again
+    wait_for("no loss after the fault", lambda: all(v == 0 for dummy, v in query(
+        "sum by (host, nic) (increase(fabric_monitor_probes_lost_total[10s]))")) or None, 60)
+    in_host(STOP_HOST, "systemctl", "stop", "netscale-fabric-monitor.service")
+    try:
+        def down():
+            r = [x for x in targets() if x["labels"]["job"] == "fabric_monitor" and x["labels"]["host"] == STOP_HOST]
+            return r if r and r[0]["health"] == "down" else None
+        wait_for("the stopped agent's target down", down, 30)
+        up = dict((m["host"], v) for m, v in query('up{job="fabric_monitor"}'))
+        assert up[STOP_HOST] == 0 and all(up[h] == 1 for h in HOSTS if h != STOP_HOST), up
+        # the recording rule follows within its evaluation interval (15 s)
+        down_rec = wait_for("fabric_monitor:agent_down recorded", lambda: query("fabric_monitor:agent_down"), 40)
+        assert [m["host"] for m, dummy in down_rec] == [STOP_HOST], down_rec
+        time.sleep(12)
+        # its rack peer stops getting answers from it: an unreachable target, not loss of its own NICs
+        unreach = query('sum by (host) (increase(fabric_monitor_probes_unreachable_total{target="%s"}[10s]))'
+                        % STOP_HOST)
+        assert dict((m["host"], v) for m, v in unreach).get("lab-r1-h2", 0) > 0, unreach
+        lost = query("sum by (host, nic, target) (increase(fabric_monitor_probes_lost_total[10s]))")
+        assert all(v == 0 for dummy, v in lost), [x for x in lost if x[1]]
+    finally:
+        in_host(STOP_HOST, "systemctl", "start", "netscale-fabric-monitor.service", check=False)
+    wait_for("the agent back up", lambda: dict((m["host"], v) for m, v in query(
+        'up{job="fabric_monitor"}')).get(STOP_HOST) == 1 or None, 30)
+
+
+def test_sli_rules_are_loaded_and_evaluate(monitored_lab):
+    data = json.loads(urllib.request.urlopen(_url() + "/api/v1/rules", timeout=10).read())
+    names = set(r["name"] for g in data["data"]["groups"] for r in g["rules"])
+    for scope in ("nic", "host", "rack", "zone"):
+        assert {"fabric_monitor:loss_ratio:%s_1m" % scope, "fabric_monitor:bad_minute:%s" % scope,
+                "fabric_monitor:minute:%s" % scope} <= names
+    assert all(r["health"] == "ok" for g in data["data"]["groups"] for r in g["rules"]), data
+    zones = wait_for("zone loss ratio recorded", lambda: query("fabric_monitor:loss_ratio:zone_1m"), 30)
+    assert zones[0][0]["zone"] == "lab-az1"
