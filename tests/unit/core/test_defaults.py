@@ -37,6 +37,7 @@ import yaml
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health
 from ansible_collections.netscale.multinic.plugins.module_utils.gates import builtin as gates_builtin
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import bfd as vip_bfd
+from ansible_collections.netscale.multinic.plugins.module_utils.monitor import agent as monitor_agent
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render as vip_render
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -86,6 +87,26 @@ MAPPING = {
         "lab_bgp_timeout": "lab_fabric:bgp_timeout",
         "lab_rebuild": "lab_fabric:rebuild",
         "lab_fail_at": "lab_fabric:fail_at",
+        "lab_monitoring_listen": "lab_monitoring:listen",
+        "lab_monitoring_port": "lab_monitoring:port",
+        "lab_monitoring_loss_threshold": "lab_monitoring:loss_threshold",
+    },
+    "fabric_monitor": {
+        "fabric_monitor_topology": "fabric_monitor_config:topology",
+        "fabric_monitor_targets": "fabric_monitor_config:targets",
+        "fabric_monitor_family": "fabric_monitor_config:family",
+        "fabric_monitor_rotate_rounds": "fabric_monitor_config:rotate_rounds",
+        "fabric_monitor_interval": "fabric_monitor_config:settings.interval",
+        "fabric_monitor_timeout": "fabric_monitor_config:settings.timeout",
+        "fabric_monitor_max_pps": "fabric_monitor_config:settings.max_pps",
+        "fabric_monitor_port": "fabric_monitor_config:settings.port",
+        "fabric_monitor_metrics_address": "fabric_monitor_config:settings.metrics_address",
+        "fabric_monitor_metrics_port": "fabric_monitor_config:settings.metrics_port",
+        "fabric_monitor_textfile": "fabric_monitor_config:settings.textfile",
+        "fabric_monitor_events_file": "fabric_monitor_config:settings.events_file",
+        "fabric_monitor_event_interval": "fabric_monitor_config:settings.event_interval",
+        "fabric_monitor_loss_event_ratio": "fabric_monitor_config:settings.loss_event_ratio",
+        "fabric_monitor_passive_interval": "fabric_monitor_config:settings.passive_interval",
     },
     "tor_bgp": {
         "tor_bgp_topology": "tor_render:topology",
@@ -139,7 +160,8 @@ ROLE_ONLY = {
                      "health_gates_share_retries"},
     "host_datapath": {"host_datapath_state", "host_datapath_watcher", "host_datapath_build_dir",
                       "host_datapath_lib_dir"},
-    "lab": set(),
+    "lab": {"lab_monitoring"},
+    "fabric_monitor": {"fabric_monitor_state", "fabric_monitor_lib_dir", "fabric_monitor_config_file"},
     "tor_bgp": {"tor_bgp_bfd_multihop_hosts", "tor_bgp_spine_networks", "tor_bgp_md5_keys", "tor_bgp_frr_user",
                 "tor_bgp_manage_sysctl", "tor_bgp_sysctl_file", "tor_bgp_backup_dir", "tor_bgp_device_name"},
     "vipinjector": {"vipinjector_state", "vipinjector_slots", "vipinjector_exabgp_version", "vipinjector_wheel_cache",
@@ -164,6 +186,7 @@ OVERRIDES = {
 DICT_SOURCES = {
     ("vipinjector_instance", "options"): vip_render.DEFAULTS,
     ("vipinjector_bfd", "options"): vip_bfd.DEFAULTS,
+    ("fabric_monitor_config", "settings"): monitor_agent.DEFAULTS,
     ("health_gate", "params"): dict(
         (key, value) for gate in gates_builtin.DEFAULTS.values() for key, value in gate["params"].items()),
 }
