@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import waves
 
 
 def rollout_waves(hosts, canary=None, waves_spec=None, start_wave=None, end_wave=None):

@@ -191,7 +191,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import waves
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as jr
 
 
