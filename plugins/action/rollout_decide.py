@@ -6,6 +6,9 @@ module_utils/rollout/decide.py). It gathers the inputs from the task's variables
 
 from __future__ import annotations
 
+import os
+import time
+
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
@@ -100,6 +103,14 @@ class ActionModule(ActionBase):
                 "tor_bgp_options.md5 to 'optional'." % ", ".join(out["md5_missing"])))
         return out
 
+    def _names(self, args, task_vars):
+        out = decide.names(time.time(), args.get("rollout_id") or "", task_vars.get("awx_job_id"),
+                           task_vars.get("awx_workflow_job_id"))
+        root = os.path.realpath(args["report_root"])
+        out.update(report_dir=os.path.join(root, out["run_id"]),
+                   journal_root=os.path.realpath(args.get("journal_dir") or os.path.join(args["report_root"], "journal")))
+        return out
+
     def _budget(self, args, _task_vars):
         kind, value = decide.parse_budget(args["max_unreachable"])
         return {"kind": kind, "value": str(value), "budget": value if kind == "count" else None}
@@ -122,6 +133,15 @@ class ActionModule(ActionBase):
         return decide.verdict(args["batch"], dict((h, f["gates"]) for h, f in facts.items()),
                               [h for h, f in facts.items() if self._truthy(f["failed"])], over_budget=args["over_budget"],
                               check_mode=bool(self._task.check_mode), over_budget_before=args["over_budget_before"])
+
+    def _wave_end(self, args, task_vars):
+        wave_hosts = args["hosts"]
+        facts = self._host_facts(args, task_vars, wave_hosts)
+        per_host = dict((h, {"error": f.get("error"), "warnings": f.get("warnings"), "gates": f.get("gates_results"),
+                             "restored": f.get("restored")}) for h, f in facts.items())
+        return decide.wave_end(args["wave"], wave_hosts, args["batch"], args["deploy"], args["gates"],
+                               args["wave_verdict"], args["failed_hosts"], per_host, args["restored_tors"],
+                               started=args["started"], ended=round(time.time(), 9))
 
     def _approve(self, args, _task_vars):
         return {"verdict": decide.approve(args["wave_verdict"], args["approved"], args["user_input"])}

@@ -14,6 +14,10 @@ description:
   - Runs on the controller and decides; it changes nothing (C(changed=false) always, the same in check mode).
     The logic is C(plugins/module_utils/rollout/decide.py) (pure functions, unit and property tested);
     C(playbooks/rollout.yml) and C(playbooks/rollout_hosts.yml) only order the steps and call this.
+  - V(names) - this run's id (UTC time, C(-job<awx_job_id>) under AWX), the rollout's journal id (O(rollout_id)
+    resumes it; AWX workflow jobs share C(awx-wf-<awx_workflow_job_id>); else the run id), this job's key, the
+    report directory C(<report_root>/<run id>) and the journal root (O(journal_dir), default C(<report_root>/journal)).
+    C(awx_job_id) and C(awx_workflow_job_id) are read from the job's variables (AWX sets them).
   - V(inventory) - the preflight's inventory sanity and TCP-MD5 key checks in one pass over the inventory data
     (no Jinja loop over hostvars). Fails naming the problems, before anything is changed. A job whose inventory
     holds no GPU host while the topology has some (an AWX fleet slice given only infrastructure) is not an error
@@ -24,7 +28,9 @@ description:
     counted unreachable (marked lost by a reachability check, or dropped by Ansible), whether the wave is over
     its budget, and the journal records of this step.
   - V(verdict) - the wave verdict of the hosts in O(batch) from their gate verdicts, deploy errors and the
-    budget; V(approve) settles an inconclusive verdict; V(restore_tors) - the ToRs a failed wave restores.
+    budget; V(approve) settles an inconclusive verdict; V(restore_tors) - the ToRs a failed wave restores;
+    V(wave_end) - the wave's report event (O(netscale.multinic.rollout_report#module:data)) and journal records
+    (passed hosts, every gate verdict with its values, the wave).
   - Per-host facts (marked lost, error, deploy failed, gate verdict) are read by name from each host's
     variables (O(facts)), so they never need a Jinja loop to be collected.
 options:
@@ -32,7 +38,17 @@ options:
     description: What to decide.
     type: str
     required: true
-    choices: [inventory, budget, account, verdict, approve, restore_tors]
+    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end]
+  rollout_id:
+    description: V(names) - the rollout to resume (empty - a new one).
+    type: str
+    default: ""
+  report_root:
+    description: V(names) - where run reports go (C(rollout_report_root)).
+    type: path
+  journal_dir:
+    description: V(names) - journal root (C(rollout_journal_dir)); empty - C(<report_root>/journal).
+    type: path
   topology:
     description: V(inventory) - the fabric topology file, read only when this job's inventory holds no GPU host.
     type: path
@@ -104,11 +120,33 @@ options:
     description: V(restore_tors) - this job skips the ToRs (restores none).
     type: bool
     default: false
+  deploy:
+    description: V(wave_end) - the V(account) result after the deploy.
+    type: dict
+    default: {}
+  gates:
+    description: V(wave_end) - the V(account) result after the gates.
+    type: dict
+    default: {}
+  failed_hosts:
+    description: V(wave_end) - the V(verdict) result's failed hosts.
+    type: list
+    elements: str
+    default: []
+  restored_tors:
+    description: V(wave_end) - the ToRs a failed wave restored.
+    type: list
+    elements: str
+    default: []
+  started:
+    description: V(wave_end) - when the wave started (seconds since the epoch).
+    type: float
   facts:
-    description: Names of the per-host facts read for V(account) and V(verdict).
+    description: Names of the per-host facts read for V(account), V(verdict) and V(wave_end).
     type: dict
     default: {lost: __rollout_lost, error: __rollout_host_error, failed: __rollout_host_failed,
-              gates: health_gates_verdict}
+              gates: health_gates_verdict, gates_results: health_gates_results, warnings: vipinjector_warnings,
+              restored: __rollout_restored_exactly}
 attributes:
   check_mode:
     support: full
@@ -142,6 +180,30 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+run_id:
+  description: V(names) - this run's id.
+  returned: decision=names
+  type: str
+journal_id:
+  description: V(names) - the rollout's id (its journal).
+  returned: decision=names
+  type: str
+job:
+  description: V(names) - this job's key in the journal.
+  returned: decision=names
+  type: str
+report_dir:
+  description: V(names) - this run's report directory.
+  returned: decision=names
+  type: str
+journal_root:
+  description: V(names) - the journal root.
+  returned: decision=names
+  type: str
+started:
+  description: V(names) - when this run started (seconds since the epoch).
+  returned: decision=names
+  type: float
 problems:
   description: V(inventory) - what is wrong with the inventory (the task fails when any).
   returned: decision=inventory
@@ -168,8 +230,8 @@ budget:
   description: V(budget), V(account) - hosts of the wave that may be unreachable.
   returned: decision=budget or decision=account
   type: int
-unreachable:
-  description: V(account) - every host of the wave counted unreachable.
+lost:
+  description: V(account) - every host of the wave counted unreachable (marked lost or dropped by Ansible).
   returned: decision=account
   type: list
   elements: str
@@ -178,8 +240,8 @@ over_budget:
   returned: decision=account
   type: bool
 journal:
-  description: V(account) - the journal records of this step (O(netscale.multinic.rollout_journal#module:items)).
-  returned: decision=account
+  description: V(account), V(wave_end) - the journal records of this step (O(netscale.multinic.rollout_journal#module:items)).
+  returned: decision=account or decision=wave_end
   type: list
   elements: dict
 verdict:
@@ -191,6 +253,10 @@ failed_hosts:
   returned: decision=verdict
   type: list
   elements: str
+report:
+  description: V(wave_end) - the wave's report event data.
+  returned: decision=wave_end
+  type: dict
 restore:
   description: V(restore_tors) - the ToRs to restore.
   returned: decision=restore_tors
@@ -200,7 +266,11 @@ restore:
 
 ARGUMENT_SPEC = dict(
     decision=dict(type="str", required=True,
-                  choices=["inventory", "budget", "account", "verdict", "approve", "restore_tors"]),
+                  choices=["names", "inventory", "budget", "account", "verdict", "approve", "restore_tors",
+                           "wave_end"]),
+    rollout_id=dict(type="str", default=""),
+    report_root=dict(type="path"),
+    journal_dir=dict(type="path"),
     topology=dict(type="path"),
     max_unreachable=dict(type="raw", default=0),
     wave=dict(type="str"),
@@ -218,8 +288,15 @@ ARGUMENT_SPEC = dict(
     rack_tors=dict(type="dict", default={}),
     tors=dict(type="list", elements="str", default=[]),
     skip_tors=dict(type="bool", default=False),
+    deploy=dict(type="dict", default={}),
+    gates=dict(type="dict", default={}),
+    failed_hosts=dict(type="list", elements="str", default=[]),
+    restored_tors=dict(type="list", elements="str", default=[]),
+    started=dict(type="float"),
     facts=dict(type="dict", default={"lost": "__rollout_lost", "error": "__rollout_host_error",
-                                     "failed": "__rollout_host_failed", "gates": "health_gates_verdict"}),
+                                     "failed": "__rollout_host_failed", "gates": "health_gates_verdict",
+                                     "gates_results": "health_gates_results", "warnings": "vipinjector_warnings",
+                                     "restored": "__rollout_restored_exactly"}),
 )
 
 

@@ -157,7 +157,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 plan:
-  description: V(open) with V(action=rollout) - the waves this job runs (same shape as the rollout_waves filter).
+  description: V(open) with V(action=rollout) - the waves this job runs (same shape as the rollout_wave_plan filter).
   returned: op=open, action=rollout
   type: dict
 rollback:

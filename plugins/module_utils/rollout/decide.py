@@ -79,7 +79,7 @@ def account(wave_hosts, batch, marked, known=(), max_unreachable=0, step="start"
     ``known``: hosts already counted unreachable at an earlier step; ``max_unreachable``: the budget spec;
     ``errors``: ``{host: why}`` of the marked hosts. ``step``: ``start``, ``deploy`` or ``gates``.
 
-    Returns ``{unreachable, lost_now, dropped, over_budget, budget, deploy_ran, errors, messages}``: every
+    Returns ``{lost, lost_now, dropped, over_budget, budget, deploy_ran, errors, messages}``: every
     host counted unreachable (marked or dropped, wave order), those new at this step, those dropped by
     Ansible, whether more are lost than the budget allows, the budget in hosts, whether the deploy runs (at
     the start: within the budget), ``{host: why}`` of the hosts new at this step, and one line per dropped
@@ -100,7 +100,7 @@ def account(wave_hosts, batch, marked, known=(), max_unreachable=0, step="start"
            "gates": "dropped by Ansible during the gates (unreachable or failed)"}.get(step, "")
     said = {"deploy": why, "gates": "dropped by Ansible during the gates"}.get(step, "")
     new_errors = dict((h, why if h in dropped else errors.get(h, "")) for h in lost_now)
-    return {"unreachable": lost, "lost_now": lost_now, "dropped": dropped, "over_budget": len(lost) > limit,
+    return {"lost": lost, "lost_now": lost_now, "dropped": dropped, "over_budget": len(lost) > limit,
             "budget": limit, "deploy_ran": len(lost) <= limit, "errors": new_errors,
             "messages": ["%s: %s" % (h, said) for h in dropped]}
 
@@ -209,10 +209,10 @@ def records(step, wave, wave_hosts, batch, acct, deploy_ran=True):
             items.append({"_record": "host", "hosts": lost_now, "state": "unreachable", "wave": wave,
                           "errors": acct["errors"]})
         if not acct["over_budget"]:
-            items.append({"_record": "host", "hosts": [h for h in wave_hosts if h not in acct["unreachable"]],
+            items.append({"_record": "host", "hosts": [h for h in wave_hosts if h not in acct["lost"]],
                           "state": "deploying", "wave": wave})
         items.append({"_record": "wave", "name": wave, "status": "running", "hosts": list(wave_hosts),
-                      "unreachable": acct["unreachable"], "max_unreachable": acct["budget"]})
+                      "unreachable": acct["lost"], "max_unreachable": acct["budget"]})
     elif step == "deploy":
         if lost_now:
             items.append({"_record": "host", "hosts": lost_now, "state": "unreachable", "wave": wave,
@@ -224,3 +224,52 @@ def records(step, wave, wave_hosts, batch, acct, deploy_ran=True):
         items.append({"_record": "host", "hosts": lost_now, "state": "unreachable", "wave": wave,
                       "error": "dropped by Ansible during the gates (unreachable or failed)"})
     return items
+
+
+def names(now, rollout_id="", awx_job_id=None, awx_workflow_job_id=None):
+    """Names of a run: ``run_id`` (UTC time, ``-job<awx job id>`` under AWX), the rollout's ``journal_id`` (a given
+    ``rollout_id`` resumes it; AWX workflow jobs share ``awx-wf-<workflow job id>``; else this run's id) and this
+    job's key ``job`` (``awx-job-<id>`` or ``run-<run id>``). ``now``: seconds since the epoch."""
+    import time as _time
+    awx = None if awx_job_id in (None, "") else str(awx_job_id)
+    run_id = _time.strftime("%Y%m%dT%H%M%SZ", _time.gmtime(now)) + ("-job" + awx if awx else "")
+    if str(rollout_id or ""):
+        journal_id = str(rollout_id)
+    elif awx_workflow_job_id not in (None, ""):
+        journal_id = "awx-wf-%s" % awx_workflow_job_id
+    else:
+        journal_id = run_id
+    return {"run_id": run_id, "journal_id": journal_id, "job": ("awx-job-" + awx) if awx else "run-" + run_id,
+            "started": now}
+
+
+STATUS = {"pass": "passed", "check": "check", "fail": "rolled_back"}
+
+
+def wave_end(wave, wave_hosts, batch, acct_deploy, acct_gates, wave_verdict, failed_hosts, host_facts, restored_tors=(),
+             started=None, ended=None):
+    """The wave's report event and its journal records once its verdict is settled. ``host_facts``: per host
+    ``{error, warnings, gates, restored}`` (deploy/reachability error, consented weakenings, gate results, state
+    after a rollback equal to the one before)."""
+    def fact(h, key, default):
+        value = (host_facts.get(h) or {}).get(key)
+        return default if value is None else value
+
+    gates = [g for h in batch for g in (fact(h, "gates", []) or [])]
+    report = {"name": wave, "hosts": list(wave_hosts), "unreachable": acct_gates["lost"],
+              "max_unreachable": acct_gates["budget"], "over_budget": acct_gates["over_budget"],
+              "status": STATUS.get(wave_verdict, wave_verdict), "started": started, "ended": ended,
+              "failed_hosts": list(failed_hosts),
+              "errors": [fact(h, "error", "") for h in wave_hosts if fact(h, "error", "")]
+              + acct_deploy["messages"] + acct_gates["messages"],
+              "warnings": [w for h in wave_hosts for w in (fact(h, "warnings", []) or [])],
+              "gates": gates,
+              "rollback": {} if wave_verdict != "fail" else {
+                  "hosts": list(batch), "tors_restored": list(restored_tors or []),
+                  "restored_exactly": dict((h, fact(h, "restored", "not compared")) for h in batch)}}
+    journal = ([{"_record": "host", "hosts": list(batch), "state": "passed", "wave": wave}]
+               if wave_verdict == "pass" else [])
+    journal += [dict(g, _record="gate", wave=wave) for g in gates]
+    journal.append({"_record": "wave", "name": wave, "status": wave_verdict, "hosts": list(wave_hosts),
+                    "unreachable": acct_gates["lost"], "over_budget": acct_gates["over_budget"]})
+    return {"report": report, "journal": journal}
