@@ -7,7 +7,6 @@ verdict, inventory checks, ToRs to restore; examples and properties over any mix
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 
@@ -177,7 +176,6 @@ def test_inventory_slice_without_gpu_host_is_nothing_to_deploy():
 
 def _lab_inventory():
     """The lab fabric's inventory as ansible-inventory --list --export gives it (the AWX sync)."""
-    sys.path.insert(0, os.path.join(REPO, "tests", "unit", "rollout"))
     from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import fabric_view
     import yaml
     path = os.path.join(REPO, "inventories", "lab", "fabric.yml")
@@ -237,4 +235,36 @@ def test_restore_never_touches_a_rack_of_a_passed_wave(racks, data):
     assert not set(out) & set(rt[r] for w in passed for r in w["racks"])
     failed_racks = [r for w in waves if w["name"] == failed for r in w["racks"]]
     assert set(rt[r] for r in failed_racks if r not in [x for w in passed for x in w["racks"]]) <= set(out)
-    assert math.isfinite(len(out))
+
+
+# --- names and the wave's end ----------------------------------------------------------------------------
+
+def test_names():
+    t = 1795000000.25   # 2026-11-18T11:06:40Z
+    assert decide.names(t) == {"run_id": "20261118T110640Z", "journal_id": "20261118T110640Z",
+                               "job": "run-20261118T110640Z", "started": t}
+    awx = decide.names(t, "", 7, 42)
+    assert awx["run_id"] == "20261118T110640Z-job7" and awx["journal_id"] == "awx-wf-42" and awx["job"] == "awx-job-7"
+    assert decide.names(t, "20260101T000000Z", 7, 42)["journal_id"] == "20260101T000000Z"   # a given id resumes
+    assert decide.names(t, 123)["journal_id"] == "123"
+
+
+def test_wave_end_report_and_journal():
+    d = decide.account(["a", "b", "c"], ["a", "b"], [], ["c"], 1, "deploy")
+    g = decide.account(["a", "b", "c"], ["a"], [], d["lost"], 1, "gates")
+    facts = {"a": {"error": "", "warnings": ["w1"], "gates": [{"gate": "bgp_sessions", "verdict": "pass"}],
+                   "restored": True},
+             "c": {"error": "unreachable at wave start: x"}}
+    out = decide.wave_end("fleet-50pct", ["a", "b", "c"], ["a"], d, g, "fail", ["a"], facts, ["t1"], 1.0, 2.0)
+    rep = out["report"]
+    assert rep["status"] == "rolled_back" and rep["unreachable"] == ["c", "b"] and rep["over_budget"]
+    assert rep["max_unreachable"] == 1 and rep["failed_hosts"] == ["a"] and rep["warnings"] == ["w1"]
+    assert rep["errors"] == ["unreachable at wave start: x", "b: dropped by Ansible during the gates"]
+    assert rep["rollback"] == {"hosts": ["a"], "tors_restored": ["t1"], "restored_exactly": {"a": True}}
+    assert out["journal"] == [{"gate": "bgp_sessions", "verdict": "pass", "_record": "gate", "wave": "fleet-50pct"},
+                              {"_record": "wave", "name": "fleet-50pct", "status": "fail", "hosts": ["a", "b", "c"],
+                               "unreachable": ["c", "b"], "over_budget": True}]
+    passed = decide.wave_end("canary", ["a"], ["a"], decide.account(["a"], ["a"], [], [], 0, "deploy"),
+                             decide.account(["a"], ["a"], [], [], 0, "gates"), "pass", [], {}, [], 1.0, 2.0)
+    assert passed["report"]["rollback"] == {} and passed["journal"][0] == {
+        "_record": "host", "hosts": ["a"], "state": "passed", "wave": "canary"}
