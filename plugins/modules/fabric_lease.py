@@ -111,7 +111,7 @@ member:
   description: This job's key in the lease (C(awx-job-<id>) or C(<controller>:<pid>)); the release uses it.
   returned: state is acquired or released
   type: str
-path:
+lease_file:
   description: The lease file.
   returned: always
   type: str
@@ -176,7 +176,7 @@ def main():
         ls.check_name(p["fabric"], "fabric")
         before = ls.inspect(p["dir"], p["fabric"], ttl=p["ttl"])
         if p["state"] == "inspected":
-            module.exit_json(changed=False, action="inspected", path=before["path"], holder=before,
+            module.exit_json(changed=False, action="inspected", lease_file=before["path"], holder=before,
                              message="fabric %s: %s" % (p["fabric"], before["description"]))
         pid = p["pid"] or (None if p["awx_job_id"] else (ls.controller_pid() or os.getppid()))
         member = ls.make_member(p["rollout_id"] or "x", p["playbook"] or "x", pid=pid, awx_job_id=p["awx_job_id"],
@@ -185,14 +185,14 @@ def main():
         if p["state"] == "released":
             res = ls.release(p["dir"], p["fabric"], key, check=module.check_mode)
             after = ls.inspect(p["dir"], p["fabric"], ttl=p["ttl"]) if not module.check_mode else before
-            module.exit_json(changed=res["changed"], action=res["action"], member=key, path=res["path"],
+            module.exit_json(changed=res["changed"], action=res["action"], member=key, lease_file=res["path"],
                              lease_dir=p["dir"], fabric=p["fabric"],
                              holder=after, remaining=res["remaining"],
                              message="fabric %s: %s (%s)" % (p["fabric"], res["action"], key),
                              diff=_diff(before.get("lease"), after.get("lease")) if res["changed"] else None)
         res = ls.acquire(p["dir"], p["fabric"], member, break_stale=p["break_stale"], ttl=p["ttl"],
                          check=module.check_mode, journal_dir=p["journal_dir"])
-        out = dict(changed=res["changed"], action=res["action"], member=key, path=res["path"], group=res["group"],
+        out = dict(changed=res["changed"], action=res["action"], member=key, lease_file=res["path"], group=res["group"],
                    holder=before, previous=res["previous"], message=res["message"], pid=pid,
                    # read by the fabric_lease callback (heartbeat while the job runs, release at its end)
                    taken=not module.check_mode and res["action"] in ("acquired", "joined", "held", "broken"),
