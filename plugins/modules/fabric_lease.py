@@ -200,7 +200,7 @@ def main():
         if res["action"] == "refused":
             if module.check_mode:
                 module.warn("check mode: a real run would be refused: " + res["message"])
-                module.exit_json(**dict(out, changed=False, would_refuse=True))
+                module.exit_json(would_refuse=True, **out)   # refused: changed is false
             module.fail_json(**dict(out, msg=res["message"]))
         if res["changed"]:
             out["diff"] = _diff(before.get("lease"), res["lease"])
