@@ -16,8 +16,11 @@ description:
     process, so a controller on another host (an AWX execution node) sees the holder alive exactly as long as
     this process runs.
   - At the end of the playbook (C(v2_playbook_on_stats)), gives back every lease the playbook still holds - also
-    when a play failed and the playbook's own release task never ran. A controller killed with SIGKILL runs no
-    callback, so its lease stays, stale, until a run with C(-e rollout_break_lease=true) breaks it.
+    when a play failed and the playbook's own release task never ran.
+  - Cancel (SIGTERM from AWX, SIGINT/Ctrl-C) - gives the lease back too, then hands the signal on to the handler
+    before it (the rollout_progress callback's, which records the cancel in the journal, or Ansible's, which stops
+    the workers). A controller killed with SIGKILL runs no callback, so its lease stays, stale, until a run with
+    C(-e rollout_break_lease=true) breaks it.
   - Enabled in this collection's C(ansible.cfg) (C(callbacks_enabled)); where C(ANSIBLE_CALLBACKS_ENABLED)
     replaces that list, name it there too. Without it a failed job leaves a stale lease behind.
 requirements:
@@ -25,6 +28,7 @@ requirements:
 """
 
 import os
+import signal
 import threading
 
 from ansible.plugins.callback import CallbackBase
@@ -49,6 +53,7 @@ class CallbackModule(CallbackBase):
         self._stop = threading.Event()
         self._thread = None
         self._failed = False
+        self._previous = {}
 
     def _beat(self):
         while not self._stop.is_set():
@@ -74,8 +79,35 @@ class CallbackModule(CallbackBase):
             if self._thread is None and os.getpid() == (r.get("pid") or os.getpid()):
                 self._thread = threading.Thread(target=self._beat, name="fabric-lease-heartbeat", daemon=True)
                 self._thread.start()
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    try:
+                        self._previous[sig] = signal.signal(sig, self._on_signal)
+                    except (ValueError, OSError):  # not the main thread
+                        pass
         elif r.get("action") in ("released", "left", "not_held"):
             self.held.pop(key, None)
+
+    def _release_all(self, reason):
+        self._stop.set()
+        for (d, fabric, member) in list(self.held):
+            try:
+                res = _lease.release(d, fabric, member, reason=reason)
+                self._display.display("fabric lease %s: %s by %s (%s)" % (fabric, res["action"], member, reason))
+            except Exception as exc:  # pylint: disable=broad-except
+                self._display.warning("fabric lease %s: release failed (%s); the lease stays and will be stale"
+                                      % (fabric, exc))
+        self.held.clear()
+
+    def _on_signal(self, signum, frame):
+        self._release_all("cancelled by %s" % signal.Signals(signum).name)
+        prev = self._previous.get(signum)
+        signal.signal(signum, prev if prev is not None else signal.SIG_DFL)
+        if callable(prev):
+            prev(signum, frame)
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt()
+        else:
+            os.kill(os.getpid(), signum)
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         if not ignore_errors:
@@ -85,15 +117,5 @@ class CallbackModule(CallbackBase):
         self._failed = True
 
     def v2_playbook_on_stats(self, stats):
-        self._stop.set()
         failed = self._failed or any(stats.failures.values()) or any(stats.dark.values())
-        for (d, fabric, member) in list(self.held):
-            try:
-                res = _lease.release(d, fabric, member, reason="playbook ended (%s)" % ("failed" if failed else "ok"))
-                self._display.display("fabric lease %s: %s by %s at the end of the playbook%s"
-                                      % (fabric, res["action"], member,
-                                         " (it failed)" if failed else ""))
-            except Exception as exc:  # pylint: disable=broad-except
-                self._display.warning("fabric lease %s: release failed (%s); the lease stays and will be stale"
-                                      % (fabric, exc))
-        self.held.clear()
+        self._release_all("playbook ended, %s" % ("failed" if failed else "ok"))

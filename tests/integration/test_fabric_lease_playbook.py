@@ -30,7 +30,9 @@ def _setup(tmp_path):
              "vars": {"fabric_lease_playbook": "job.yml", "fabric_lease_rollout_id": "{{ job_id }}",
                       "fabric_lease_journal_root": str(tmp_path / "journal"), "fabric_lease_journal_job": "run"}}]},
         {"name": "work", "hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
-            {"name": "Fail mid-way", "ansible.builtin.fail": {"msg": "boom"}, "when": "fail_mid | default(false) | bool"}]},
+            {"name": "Fail mid-way", "ansible.builtin.fail": {"msg": "boom"}, "when": "fail_mid | default(false) | bool"},
+            {"name": "Work a while", "ansible.builtin.command": "sleep 60", "changed_when": False,
+             "when": "work_long | default(false) | bool"}]},
         {"name": "release", "hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
             {"name": "Release", "ansible.builtin.import_tasks": os.path.join(TASKS, "fabric_lease_release.yml")}]},
     ]))
@@ -72,9 +74,33 @@ def test_failed_play_released_by_the_callback(tmp_path):
     inv, pb = _setup(tmp_path)
     r = _run(inv, pb, "J1", "-e", "fail_mid=true")
     assert r.returncode != 0 and "boom" in r.stdout
-    assert "fabric lease tfab: released" in r.stdout and "(it failed)" in r.stdout
+    assert "fabric lease tfab: released" in r.stdout and "playbook ended, failed" in r.stdout
     assert _lease(tmp_path) is None
-    assert _history(tmp_path)[-1]["reason"] == "playbook ended (failed)"
+    assert _history(tmp_path)[-1]["reason"] == "playbook ended, failed"
+
+
+def test_cancel_sigterm_releases(tmp_path):
+    """An AWX cancel (SIGTERM to ansible-playbook) ends the job: the callback releases before Ansible stops."""
+    import signal
+    import time
+    inv, pb = _setup(tmp_path)
+    p = subprocess.Popen(["ansible-playbook", "-i", str(inv), str(pb), "-e", "job_id=J9", "-e", "work_long=true"],
+                         cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        t0 = time.monotonic()
+        while _lease(tmp_path) is None and time.monotonic() - t0 < 120 and p.poll() is None:
+            time.sleep(0.2)
+        assert _lease(tmp_path) is not None, "the job never took the lease"
+        time.sleep(1)
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode != 0
+    assert _lease(tmp_path) is None, out[-3000:]
+    assert _history(tmp_path)[-1]["reason"] == "cancelled by SIGTERM"
 
 
 def test_without_callback_a_failed_job_is_stale_refused_then_broken_with_consent(tmp_path):

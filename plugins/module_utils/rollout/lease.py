@@ -46,7 +46,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.writing import a
 FORMAT = 1
 DEFAULT_TTL = 300
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_THREAD_LOCK = threading.Lock()   # lockf is per process: threads of one process (the callback) also queue here
+_THREAD_LOCK = threading.RLock()   # lockf is per process: threads of one process (the callback) also queue here
 
 
 class LeaseError(MultinicError):
