@@ -93,7 +93,7 @@ def test_cancel_sigterm_releases(tmp_path):
         assert _lease(tmp_path) is not None, "the job never took the lease"
         time.sleep(1)
         p.send_signal(signal.SIGTERM)
-        out, _ = p.communicate(timeout=60)
+        out = p.communicate(timeout=60)[0]
     finally:
         if p.poll() is None:
             p.kill()

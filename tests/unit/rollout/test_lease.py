@@ -207,7 +207,7 @@ def test_race_exactly_one_of_n_processes_wins(tmp_path, n):
         procs = [ctx.Process(target=_racer, args=(d, i, barrier, q)) for i in range(n)]
         for p in procs:
             p.start()
-        actions = sorted(q.get(timeout=30) for _ in procs)
+        actions = sorted(q.get(timeout=30) for _proc in procs)
         for p in procs:
             p.join(10)
         assert actions == ["acquired"] + ["refused"] * (n - 1)
@@ -228,7 +228,7 @@ def test_race_slices_of_one_workflow_all_get_in(tmp_path):
     procs = [ctx.Process(target=_slice, args=(d, 200 + i, barrier, q)) for i in range(6)]
     for p in procs:
         p.start()
-    actions = sorted(q.get(timeout=30) for _ in procs)
+    actions = sorted(q.get(timeout=30) for _proc in procs)
     for p in procs:
         p.join(10)
     assert actions == ["acquired"] + ["joined"] * 5
