@@ -222,8 +222,8 @@ def test_second_rollout_and_a_rollback_refused_while_a_rollout_runs(work):
     TIMES["A cancelled"] = round(time.monotonic() - t0, 1)
     assert a.returncode != 0, out[-6000:]
     assert read_lease(d) is None, "A's lease is left after A was cancelled:\n" + out[-4000:]
-    assert [(h["event"], h.get("reason")) for h in history(d)][-2:] == [("acquired", None),
-                                                                       ("released", "cancelled by SIGTERM")]
+    last_two = [(h["event"], h.get("reason")) for h in history(d)][-2:]
+    assert last_two == [("acquired", None), ("released", "cancelled by SIGTERM")], last_two
 
 
 def test_sigkilled_holder_is_stale_refused_then_broken_with_consent(work):
