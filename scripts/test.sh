@@ -35,7 +35,8 @@ step "pytest"
 targets=(tests/unit tests/integration)
 molecule_tests=tests/e2e/rollout/test_molecule_rollout.py
 scoped_test=tests/e2e/rollout/test_scoped_rollout.py
-[ $run_e2e = 1 ] && targets+=(tests/e2e --ignore="$molecule_tests" --ignore="$scoped_test")
+slices_test=tests/e2e/rollout/test_awx_slices.py   # own fabric (mnas): in the default + nic_failure lane
+[ $run_e2e = 1 ] && targets+=(tests/e2e --ignore="$molecule_tests" --ignore="$scoped_test" --ignore="$slices_test")
 # the slowest tests are listed at the end (where CI time goes)
 python -m pytest --durations=15 "${targets[@]}"
 
@@ -55,7 +56,7 @@ sys.exit(pytest.main(sys.argv[1:]))' "$@"; }
   bg_pytest --durations=5 "$molecule_tests::test_molecule_canary_failure" "$scoped_test" > "$lanes/b1.log" 2>&1 &
   b1=$!
   bg_pytest --durations=5 "$molecule_tests::test_molecule_default_rollout" "$molecule_tests::test_molecule_nic_failure" \
-    > "$lanes/b2.log" 2>&1 &
+    "$slices_test" > "$lanes/b2.log" 2>&1 &
   b2=$!
   # a cancelled job (SIGINT/SIGTERM) stops both, with their clean-up
   trap 'kill -INT "$b1" "$b2" 2>/dev/null || true; wait "$b1" "$b2" 2>/dev/null || true' EXIT
@@ -66,7 +67,7 @@ sys.exit(pytest.main(sys.argv[1:]))' "$@"; }
   trap - EXIT
   step "canary_failure + scoped rollout (rc $rc_b1)"
   cat "$lanes/b1.log"
-  step "default + nic_failure (rc $rc_b2)"
+  step "default + nic_failure + AWX slices (rc $rc_b2)"
   cat "$lanes/b2.log"
   [ "$rc_b1" = 0 ] && [ "$rc_b2" = 0 ] || exit 1
 fi

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import waves
 
 
-def rollout_waves(hosts, canary=None, waves_spec=None, start_wave=None, end_wave=None):
+def rollout_wave_plan(hosts, canary=None, waves_spec=None, start_wave=None, end_wave=None):
     try:
         return waves.plan_waves(list(hosts or []), canary or None, list(waves_spec or ["5%", "25%", "100%"]),
                                 start_wave or None, end_wave or None)
     except waves.WaveError as exc:
-        raise AnsibleFilterError("netscale.multinic.rollout_waves: %s" % exc)
+        raise AnsibleFilterError("netscale.multinic.rollout_wave_plan: %s" % exc)
 
 
 def rollout_restore_racks(all_waves, failed_wave, passed_waves=None):
@@ -31,4 +31,4 @@ def rollout_restore_racks(all_waves, failed_wave, passed_waves=None):
 
 class FilterModule(object):
     def filters(self):
-        return {"rollout_waves": rollout_waves, "rollout_restore_racks": rollout_restore_racks}
+        return {"rollout_wave_plan": rollout_wave_plan, "rollout_restore_racks": rollout_restore_racks}

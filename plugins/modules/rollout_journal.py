@@ -157,7 +157,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 plan:
-  description: V(open) with V(action=rollout) - the waves this job runs (same shape as the rollout_waves filter).
+  description: V(open) with V(action=rollout) - the waves this job runs (same shape as the rollout_wave_plan filter).
   returned: op=open, action=rollout
   type: dict
 rollback:
@@ -191,7 +191,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import waves
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as jr
 
 

@@ -40,6 +40,11 @@ options:
     description: Workload namespaces to include in a V(state) dump (default every namespace in C(ip netns)).
     type: list
     elements: str
+  compare_to:
+    description: >-
+      With V(profile=state) - the C(state) of an earlier dump of the same node (for example before a change); the
+      result's C(restored_exactly) says whether this dump equals it. Omit for no comparison.
+    type: raw
 attributes:
   check_mode:
     support: full
@@ -87,13 +92,22 @@ state:
   description: State - the normalised dump.
   returned: profile=state
   type: dict
+restored_exactly:
+  description: State with O(compare_to) - this dump equals the earlier one.
+  returned: profile=state and compare_to given
+  type: bool
 """
 
+import json
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.report import snapshot
+
+
+def _plain(value):
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
 def main():
@@ -103,6 +117,7 @@ def main():
             kind=dict(type="str", choices=["host", "frr"], default="host"),
             node=dict(type="str"),
             workload_netns=dict(type="list", elements="str"),
+            compare_to=dict(type="raw"),
         ),
         supports_check_mode=True,
     )
@@ -120,6 +135,8 @@ def main():
             res["state"] = snapshot.frr_state_dump(run)
         else:
             res["state"] = snapshot.state_dump(run, p["workload_netns"])
+        if p["compare_to"] is not None:
+            res["restored_exactly"] = _plain(res["state"]) == _plain(p["compare_to"])
     else:
         res["commands"] = snapshot.capture(run, p["kind"])
     module.exit_json(**res)

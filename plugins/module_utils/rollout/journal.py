@@ -31,7 +31,7 @@ import re
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves as waves_mod
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import waves as waves_mod
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
 FORMAT = 1
@@ -281,7 +281,7 @@ def _wave_names(rec):
 
 
 def _plan_view(waves, skipped, deferred, present):
-    """Same shape as gates.waves.plan_waves, restricted to the hosts this job's inventory holds."""
+    """Same shape as waves.plan_waves, restricted to the hosts this job's inventory holds."""
     run = []
     for w in waves:
         hosts = [h for h in w["hosts"] if present is None or h in present]
@@ -303,7 +303,7 @@ def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, star
     of the ``deploy`` hosts only (none: no wave, "nothing to deploy"), the ToRs are the scope's (a resume keeps
     the scope recorded by the first job, since the plan on disk is already the new one by then).
 
-    Returns ``(plan, open_event, notes)``; ``plan`` has the shape of ``gates.waves.plan_waves`` plus
+    Returns ``(plan, open_event, notes)``; ``plan`` has the shape of ``waves.plan_waves`` plus
     ``tors`` (the ToRs of every rack of the rollout). Raises :class:`JournalError` with the fix when the
     job must not run."""
     notes = []
@@ -449,21 +449,10 @@ def summary(rec):
 
 
 def budget(spec, wave_size):
-    """``rollout_max_unreachable``: a count (int or digits) or 'N%' of the wave (rounded down)."""
-    if isinstance(spec, bool):
-        raise JournalError("rollout_max_unreachable=%r: use a host count (0, 1, ...) or a percentage like '10%%'"
-                           % (spec,))
-    s = str(spec if spec is not None else 0).strip()
+    """``rollout_max_unreachable``: a count (int or digits) or 'N%' of the wave (rounded down); the one
+    parser is :func:`.decide.budget`."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.rollout import decide
     try:
-        if s.endswith("%"):
-            pct = float(s[:-1])
-            if not 0 <= pct <= 100:
-                raise ValueError
-            return int(wave_size * pct / 100.0 + 1e-9)
-        n = int(s)
-        if n < 0:
-            raise ValueError
-        return n
-    except ValueError:
-        raise JournalError("rollout_max_unreachable=%r: use a host count (0, 1, ...) or a percentage like '10%%'"
-                           % (spec,))
+        return decide.budget(spec, wave_size)
+    except decide.DecideError as exc:
+        raise JournalError(str(exc))

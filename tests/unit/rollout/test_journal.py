@@ -13,7 +13,7 @@ import stat
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.netscale.multinic.plugins.module_utils.gates import waves as wv
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import waves as wv
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as jr
 
 HOSTS = [{"name": "r1-h1", "rack": "r1"}, {"name": "r1-h2", "rack": "r1"},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.netscale.multinic.plugins.module_utils.gates.waves import WaveError, plan_waves, racks_to_restore
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout.waves import WaveError, plan_waves, racks_to_restore
 
 LAB = [{"name": "lab-r1-h1", "rack": "lab-r1"}, {"name": "lab-r1-h2", "rack": "lab-r1"},
        {"name": "lab-r2-h1", "rack": "lab-r2"}, {"name": "lab-r2-h2", "rack": "lab-r2"}]

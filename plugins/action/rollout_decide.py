@@ -1,0 +1,163 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin: the rollout's decisions on the controller (docs in plugins/modules/rollout_decide.py; logic in
+module_utils/rollout/decide.py). It gathers the inputs from the task's variables and calls the core."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ansible.module_utils.common.text.converters import to_native
+from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import lookup_loader
+
+from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import decide
+from ansible_collections.netscale.multinic.plugins.modules.rollout_decide import ARGUMENT_SPEC
+
+_MISSING = object()
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        task_vars = task_vars or {}
+        _spec, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        result["changed"] = False
+        try:
+            result.update(getattr(self, "_" + args["decision"])(args, task_vars))
+        except MultinicError as exc:
+            result.update(failed=True, msg=to_native(exc))
+        return result
+
+    # per-host facts, read by name (no Jinja loop in the playbook)
+    def _fact(self, task_vars, host, name, default=None):
+        hostvars = task_vars.get("hostvars") or {}
+        if host not in hostvars:
+            return default
+        hv = hostvars[host]
+        return hv[name] if name in hv else default
+
+    def _inventory(self, args, task_vars):
+        groups = task_vars.get("groups") or {}
+        hostvars = task_vars.get("hostvars") or {}
+        names = list(groups.get("gpu_hosts") or [])
+        tors = list(groups.get("tors") or [])
+        raws = dict((h, self._raw(hostvars, h)) for h in names)
+        gpu = dict((h, self._templar.template(raws[h].get("multinic_host"))) for h in names)
+        rack_tors = {}
+        for t in tors:
+            rack = self._fact(task_vars, t, "multinic_rack") or {}
+            if isinstance(rack, dict) and rack.get("name") is not None:
+                rack_tors[rack["name"]] = t
+        first = (names or tors or [None])[0]
+        fabric = self._fact(task_vars, first, "multinic_fabric_name", "") if first else ""
+        topology_gpu = None
+        if not names and args.get("topology"):
+            lookup = lookup_loader.get("netscale.multinic.fabric_hosts", loader=self._loader, templar=self._templar)
+            topology_gpu = [h["name"] for h in lookup.run([args["topology"]], variables=task_vars, groups=["gpu_hosts"])]
+        # TCP-MD5: a key per host where its ToR requires MD5. The key maps usually come from one group
+        # variable: each distinct (raw) map is templated once, so the check stays linear in the hosts.
+        cache = {}
+
+        def keys_of(host):
+            if host not in raws:
+                raws[host] = self._raw(hostvars, host)
+            value = raws[host].get("tor_bgp_md5_keys", _MISSING)
+            if value is _MISSING:
+                return {}
+            if id(value) not in cache:
+                cache[id(value)] = (value, self._templar.template(value) or {})
+            return cache[id(value)][1]
+
+        required = {}
+        md5 = []
+        for h, mh in gpu.items():
+            if not isinstance(mh, dict):
+                continue
+            tor = mh.get("tor")
+            src = tor if tor in hostvars else h
+            if src not in required:
+                options = self._fact(task_vars, src, "tor_bgp_options") or {}
+                required[src] = (options.get("md5") if isinstance(options, dict) else None) == "required"
+            if required[src]:
+                md5.append({"host": h, "required": True, "host_key": bool(keys_of(h).get(h)),
+                            "tor_key": bool(keys_of(src).get(h))})
+        out = decide.inventory(gpu, tors, groups.get("spines") or [], topology_gpu_hosts=topology_gpu, md5=md5)
+        out.update(hosts=[gpu[h] for h in names if isinstance(gpu[h], dict)], rack_tors=rack_tors, fabric=fabric,
+                   gpu_hosts=names)
+        if out["problems"]:
+            out.update(failed=True, msg="inventory %s: %s. Need group gpu_hosts with multinic_host on every host (the "
+                       "netscale.multinic.fabric inventory plugin sets it), every ToR in group tors and at least one "
+                       "spine; nothing was changed" % (args.get("topology") or "", "; ".join(out["problems"])))
+        elif out["md5_missing"]:
+            out.update(failed=True, msg=(
+                "tor_bgp_md5_keys: no TCP-MD5 key for GPU host(s) %s while tor_bgp_options.md5 is 'required' on their "
+                "ToR; nothing was changed. Fix: add tor_bgp_md5_keys['<host>'] for each of them in the inventory's "
+                "vault (the lab: scripts/setup.sh writes the vault password, inventories/lab/group_vars/all), or set "
+                "tor_bgp_options.md5 to 'optional'." % ", ".join(out["md5_missing"])))
+        return out
+
+    def _names(self, args, task_vars):
+        out = decide.names(time.time(), args.get("rollout_id") or "", task_vars.get("awx_job_id"),
+                           task_vars.get("awx_workflow_job_id"))
+        root = os.path.realpath(args["report_root"])
+        out.update(report_dir=os.path.join(root, out["run_id"]),
+                   journal_root=os.path.realpath(args.get("journal_dir") or os.path.join(args["report_root"], "journal")))
+        return out
+
+    def _budget(self, args, _task_vars):
+        kind, value = decide.parse_budget(args["max_unreachable"])
+        return {"kind": kind, "value": str(value), "budget": value if kind == "count" else None}
+
+    def _host_facts(self, args, task_vars, hosts):
+        names = args["facts"]
+        return dict((h, dict((k, self._fact(task_vars, h, v)) for k, v in names.items())) for h in hosts)
+
+    def _account(self, args, task_vars):
+        facts = self._host_facts(args, task_vars, args["hosts"])
+        marked = [h for h in args["hosts"] if self._truthy(facts[h]["lost"])]
+        acct = decide.account(args["hosts"], args["batch"], marked, args["known"], args["max_unreachable"],
+                              args["step"], errors=dict((h, facts[h]["error"] or "") for h in args["hosts"]))
+        acct["journal"] = decide.records(args["step"], args["wave"], args["hosts"], args["batch"], acct,
+                                         deploy_ran=args["deploy_ran"])
+        return acct
+
+    def _verdict(self, args, task_vars):
+        facts = self._host_facts(args, task_vars, args["batch"])
+        return decide.verdict(args["batch"], dict((h, f["gates"]) for h, f in facts.items()),
+                              [h for h, f in facts.items() if self._truthy(f["failed"])], over_budget=args["over_budget"],
+                              check_mode=bool(self._task.check_mode), over_budget_before=args["over_budget_before"])
+
+    def _wave_end(self, args, task_vars):
+        wave_hosts = args["hosts"]
+        facts = self._host_facts(args, task_vars, wave_hosts)
+        per_host = dict((h, {"error": f.get("error"), "warnings": f.get("warnings"), "gates": f.get("gates_results"),
+                             "restored": f.get("restored")}) for h, f in facts.items())
+        return decide.wave_end(args["wave"], wave_hosts, args["batch"], args["deploy"], args["gates"],
+                               args["wave_verdict"], args["failed_hosts"], per_host, args["restored_tors"],
+                               started=args["started"], ended=round(time.time(), 9))
+
+    def _approve(self, args, _task_vars):
+        return {"verdict": decide.approve(args["wave_verdict"], args["approved"], args["user_input"])}
+
+    def _restore_tors(self, args, _task_vars):
+        return {"restore": decide.restore_tors(args["all_waves"], args["wave"], args["rack_tors"], args["tors"],
+                                               args["skip_tors"])}
+
+    @staticmethod
+    def _raw(hostvars, host):
+        """A host's variables, untemplated (one variable-manager pass per host)."""
+        raw = hostvars.raw_get(host) if host in hostvars else {}
+        return raw if isinstance(raw, dict) else {}
+
+    @staticmethod
+    def _truthy(value):
+        if isinstance(value, str):
+            return value.strip().lower() in ("true", "yes", "1")
+        return bool(value)

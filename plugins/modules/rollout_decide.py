@@ -1,0 +1,310 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# Documentation only: the work is done by the action plugin of the same name on the controller.
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rollout_decide
+short_description: The staged rollout's decisions (unreachable budget, lost hosts, wave verdict, inventory checks)
+version_added: 0.2.0
+author:
+  - netscale network engineering (@netscale)
+description:
+  - Runs on the controller and decides; it changes nothing (C(changed=false) always, the same in check mode).
+    The logic is C(plugins/module_utils/rollout/decide.py) (pure functions, unit and property tested);
+    C(playbooks/rollout.yml) and C(playbooks/rollout_hosts.yml) only order the steps and call this.
+  - V(names) - this run's id (UTC time, C(-job<awx_job_id>) under AWX), the rollout's journal id (O(rollout_id)
+    resumes it; AWX workflow jobs share C(awx-wf-<awx_workflow_job_id>); else the run id), this job's key, the
+    report directory C(<report_root>/<run id>) and the journal root (O(journal_dir), default C(<report_root>/journal)).
+    C(awx_job_id) and C(awx_workflow_job_id) are read from the job's variables (AWX sets them).
+  - V(inventory) - the preflight's inventory sanity and TCP-MD5 key checks in one pass over the inventory data
+    (no Jinja loop over hostvars). Fails naming the problems, before anything is changed. A job whose inventory
+    holds no GPU host while the topology has some (an AWX fleet slice given only infrastructure) is not an error
+    - it returns C(slice_empty=true) and the job has nothing to deploy.
+  - V(budget) - parses O(max_unreachable) (a host count, or a percentage of the wave from 0% to 100%); fails
+    with the fix on anything else.
+  - V(account) - lost-host accounting of a wave at a O(step) (V(start), V(deploy), V(gates)) - the hosts
+    counted unreachable (marked lost by a reachability check, or dropped by Ansible), whether the wave is over
+    its budget, and the journal records of this step.
+  - V(verdict) - the wave verdict of the hosts in O(batch) from their gate verdicts, deploy errors and the
+    budget; V(approve) settles an inconclusive verdict; V(restore_tors) - the ToRs a failed wave restores;
+    V(wave_end) - the wave's report event (O(netscale.multinic.rollout_report#module:data)) and journal records
+    (passed hosts, every gate verdict with its values, the wave).
+  - Per-host facts (marked lost, error, deploy failed, gate verdict) are read by name from each host's
+    variables (O(facts)), so they never need a Jinja loop to be collected.
+options:
+  decision:
+    description: What to decide.
+    type: str
+    required: true
+    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end]
+  rollout_id:
+    description: V(names) - the rollout to resume (empty - a new one).
+    type: str
+    default: ""
+  report_root:
+    description: V(names) - where run reports go (C(rollout_report_root)).
+    type: path
+  journal_dir:
+    description: V(names) - journal root (C(rollout_journal_dir)); empty - C(<report_root>/journal).
+    type: path
+  topology:
+    description: V(inventory) - the fabric topology file, read only when this job's inventory holds no GPU host.
+    type: path
+  max_unreachable:
+    description: The unreachable budget per wave (C(rollout_max_unreachable)) - a host count or a percentage.
+    type: raw
+    default: 0
+  wave:
+    description: Name of the wave (V(account), V(restore_tors)).
+    type: str
+  hosts:
+    description: Hosts of the wave, in wave order (V(account)).
+    type: list
+    elements: str
+    default: []
+  batch:
+    description: Hosts still in Ansible's play batch (C(ansible_play_batch)).
+    type: list
+    elements: str
+    default: []
+  known:
+    description: V(account) - hosts already counted unreachable at an earlier step of the wave.
+    type: list
+    elements: str
+    default: []
+  step:
+    description: V(account) - V(start) (wave start), V(deploy) (after the deploy), V(gates) (after the gates).
+    type: str
+    choices: [start, deploy, gates]
+    default: start
+  deploy_ran:
+    description: V(account) with V(step=deploy) - the deploy ran (the wave was within its budget at the start).
+    type: bool
+    default: true
+  over_budget_before:
+    description: V(verdict) - the wave was over its budget before the gates (they did not run).
+    type: bool
+    default: false
+  over_budget:
+    description: V(verdict) - the wave is over its budget after the gates.
+    type: bool
+    default: false
+  wave_verdict:
+    description: V(approve) - the verdict to settle.
+    type: str
+  approved:
+    description: V(approve) - consent to an inconclusive verdict (C(health_gates_inconclusive_approved)).
+    type: bool
+    default: false
+  user_input:
+    description: V(approve) - the operator's answer (V(yes) accepts).
+    type: str
+    default: ""
+  all_waves:
+    description: V(restore_tors) - every wave of the rollout (C(name), C(racks)), in order.
+    type: list
+    elements: dict
+    default: []
+  rack_tors:
+    description: V(restore_tors) - ToR of each rack.
+    type: dict
+    default: {}
+  tors:
+    description: V(restore_tors) - the ToRs this rollout configures.
+    type: list
+    elements: str
+    default: []
+  skip_tors:
+    description: V(restore_tors) - this job skips the ToRs (restores none).
+    type: bool
+    default: false
+  deploy:
+    description: V(wave_end) - the V(account) result after the deploy.
+    type: dict
+    default: {}
+  gates:
+    description: V(wave_end) - the V(account) result after the gates.
+    type: dict
+    default: {}
+  failed_hosts:
+    description: V(wave_end) - the V(verdict) result's failed hosts.
+    type: list
+    elements: str
+    default: []
+  restored_tors:
+    description: V(wave_end) - the ToRs a failed wave restored.
+    type: list
+    elements: str
+    default: []
+  started:
+    description: V(wave_end) - when the wave started (seconds since the epoch).
+    type: float
+  facts:
+    description: Names of the per-host facts read for V(account), V(verdict) and V(wave_end).
+    type: dict
+    default: {lost: __rollout_lost, error: __rollout_host_error, failed: __rollout_host_failed,
+              gates: health_gates_verdict, gates_results: health_gates_results, warnings: vipinjector_warnings,
+              restored: __rollout_restored_exactly}
+attributes:
+  check_mode:
+    support: full
+    description: Decides the same way; changes nothing in any mode.
+  diff_mode:
+    support: none
+    description: No diff.
+  platform:
+    support: full
+    description: The controller.
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Inventory sane, a TCP-MD5 key for every host whose ToR requires one
+  netscale.multinic.rollout_decide:
+    decision: inventory
+    topology: "{{ rollout_topology }}"
+  register: inventory_check
+
+- name: Unreachable budget at the start of a wave
+  netscale.multinic.rollout_decide:
+    decision: account
+    step: start
+    wave: canary
+    hosts: "{{ ansible_play_batch }}"
+    batch: "{{ ansible_play_batch }}"
+    max_unreachable: "10%"
+  run_once: true
+  register: wave_start
+"""
+
+RETURN = r"""
+run_id:
+  description: V(names) - this run's id.
+  returned: decision=names
+  type: str
+journal_id:
+  description: V(names) - the rollout's id (its journal).
+  returned: decision=names
+  type: str
+job:
+  description: V(names) - this job's key in the journal.
+  returned: decision=names
+  type: str
+report_dir:
+  description: V(names) - this run's report directory.
+  returned: decision=names
+  type: str
+journal_root:
+  description: V(names) - the journal root.
+  returned: decision=names
+  type: str
+started:
+  description: V(names) - when this run started (seconds since the epoch).
+  returned: decision=names
+  type: float
+problems:
+  description: V(inventory) - what is wrong with the inventory (the task fails when any).
+  returned: decision=inventory
+  type: list
+  elements: str
+slice_empty:
+  description: V(inventory) - this job's inventory holds no GPU host of the topology (nothing to deploy).
+  returned: decision=inventory
+  type: bool
+hosts:
+  description: V(inventory) - C(multinic_host) of every GPU host of this job's inventory.
+  returned: decision=inventory
+  type: list
+  elements: dict
+rack_tors:
+  description: V(inventory) - ToR of each rack (group tors, C(multinic_rack.name)).
+  returned: decision=inventory
+  type: dict
+fabric:
+  description: V(inventory) - the fabric name (C(multinic_fabric_name)).
+  returned: decision=inventory
+  type: str
+budget:
+  description: V(budget), V(account) - hosts of the wave that may be unreachable.
+  returned: decision=budget or decision=account
+  type: int
+lost:
+  description: V(account) - every host of the wave counted unreachable (marked lost or dropped by Ansible).
+  returned: decision=account
+  type: list
+  elements: str
+over_budget:
+  description: V(account) - more hosts lost than the budget allows.
+  returned: decision=account
+  type: bool
+journal:
+  description: V(account), V(wave_end) - the journal records of this step (O(netscale.multinic.rollout_journal#module:items)).
+  returned: decision=account or decision=wave_end
+  type: list
+  elements: dict
+verdict:
+  description: V(verdict), V(approve) - pass, fail, inconclusive or check.
+  returned: decision=verdict or decision=approve
+  type: str
+failed_hosts:
+  description: V(verdict) - hosts whose verdict is neither pass nor skipped.
+  returned: decision=verdict
+  type: list
+  elements: str
+report:
+  description: V(wave_end) - the wave's report event data.
+  returned: decision=wave_end
+  type: dict
+restore:
+  description: V(restore_tors) - the ToRs to restore.
+  returned: decision=restore_tors
+  type: list
+  elements: str
+"""
+
+ARGUMENT_SPEC = dict(
+    decision=dict(type="str", required=True,
+                  choices=["names", "inventory", "budget", "account", "verdict", "approve", "restore_tors",
+                           "wave_end"]),
+    rollout_id=dict(type="str", default=""),
+    report_root=dict(type="path"),
+    journal_dir=dict(type="path"),
+    topology=dict(type="path"),
+    max_unreachable=dict(type="raw", default=0),
+    wave=dict(type="str"),
+    hosts=dict(type="list", elements="str", default=[]),
+    batch=dict(type="list", elements="str", default=[]),
+    known=dict(type="list", elements="str", default=[]),
+    step=dict(type="str", choices=["start", "deploy", "gates"], default="start"),
+    deploy_ran=dict(type="bool", default=True),
+    over_budget_before=dict(type="bool", default=False),
+    over_budget=dict(type="bool", default=False),
+    wave_verdict=dict(type="str"),
+    approved=dict(type="bool", default=False),
+    user_input=dict(type="str", default=""),
+    all_waves=dict(type="list", elements="dict", default=[]),
+    rack_tors=dict(type="dict", default={}),
+    tors=dict(type="list", elements="str", default=[]),
+    skip_tors=dict(type="bool", default=False),
+    deploy=dict(type="dict", default={}),
+    gates=dict(type="dict", default={}),
+    failed_hosts=dict(type="list", elements="str", default=[]),
+    restored_tors=dict(type="list", elements="str", default=[]),
+    started=dict(type="float"),
+    facts=dict(type="dict", default={"lost": "__rollout_lost", "error": "__rollout_host_error",
+                                     "failed": "__rollout_host_failed", "gates": "health_gates_verdict",
+                                     "gates_results": "health_gates_results", "warnings": "vipinjector_warnings",
+                                     "restored": "__rollout_restored_exactly"}),
+)
+
+
+def main():
+    from ansible.module_utils.basic import AnsibleModule
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(msg="netscale.multinic.rollout_decide runs as an action plugin on the controller")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""netscale.multinic.rollout_decide through Ansible itself: per-host facts read by name (lost hosts, deploy
+errors, gate verdicts), the wave's report and journal records, the preflight over the lab inventory and over
+an AWX slice of it holding no GPU host (nothing to deploy), and refusals naming the field and the fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+           ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+           PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+# the lab's TCP-MD5 keys are vaulted (scripts/setup.sh writes the password file)
+ENV["ANSIBLE_VAULT_PASSWORD_FILE"] = os.path.join(ROOT, ".cache", "lab-vault-password")
+
+WAVE = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.set_fact:
+        __rollout_lost: "{{ inventory_hostname in ['h3'] }}"
+        __rollout_host_error: "{{ 'no route' if inventory_hostname == 'h3' else '' }}"
+        __rollout_host_failed: false
+        health_gates_verdict: "{{ 'inconclusive' if inventory_hostname == 'h2' else 'pass' }}"
+        health_gates_results: [{gate: bgp_sessions, verdict: pass, values: {n: 1}}]
+    - name: start
+      netscale.multinic.rollout_decide:
+        decision: account
+        wave: canary
+        hosts: [h1, h2, h3, h4]
+        batch: "{{ ansible_play_batch }}"
+        max_unreachable: "25%"
+      run_once: true
+      register: start
+    - name: deploy
+      netscale.multinic.rollout_decide:
+        decision: account
+        step: deploy
+        wave: canary
+        hosts: [h1, h2, h3, h4]
+        batch: [h1, h2]
+        known: "{{ start.lost }}"
+      run_once: true
+      register: deploy
+    - name: verdict
+      netscale.multinic.rollout_decide:
+        decision: verdict
+        batch: [h1, h2]
+      run_once: true
+      register: verdict
+    - name: end
+      netscale.multinic.rollout_decide:
+        decision: wave_end
+        wave: canary
+        hosts: [h1, h2, h3, h4]
+        batch: [h1, h2]
+        deploy: "{{ deploy }}"
+        gates: "{{ deploy }}"
+        wave_verdict: "{{ verdict.verdict }}"
+        failed_hosts: "{{ verdict.failed_hosts }}"
+        started: 1.5
+      run_once: true
+      register: end
+"""
+
+
+def _run(tmp_path, play, inventory, *extra):
+    pb = tmp_path / "play.yml"
+    pb.write_text(play)
+    p = subprocess.run(["ansible-playbook", "-i", str(inventory), str(pb)] + list(extra), cwd=ROOT, env=ENV,
+                       capture_output=True, text=True, check=False)
+    out = json.loads(p.stdout[p.stdout.index("{"):]) if "{" in p.stdout else {}
+    tasks = dict((t["task"]["name"], t["hosts"]) for play in out.get("plays", []) for t in play["tasks"])
+    return p, tasks
+
+
+def test_wave_decisions_read_the_hosts_facts(tmp_path):
+    p, tasks = _run(tmp_path, WAVE, "h1,h2,h3,h4", "-c", "local")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    start = tasks["start"]["h1"]
+    assert start["lost"] == ["h3"] and start["budget"] == 1 and not start["over_budget"]
+    assert start["journal"][0] == {"_record": "host", "hosts": ["h3"], "state": "unreachable", "wave": "canary",
+                                   "errors": {"h3": "no route"}}
+    deploy = tasks["deploy"]["h1"]
+    assert deploy["lost"] == ["h3", "h4"] and deploy["over_budget"] and deploy["dropped"] == ["h4"]
+    verdict = tasks["verdict"]["h1"]
+    assert verdict["verdict"] == "inconclusive" and verdict["failed_hosts"] == ["h2"]
+    end = tasks["end"]["h1"]
+    assert end["report"]["status"] == "inconclusive" and end["report"]["errors"][0] == "no route"
+    assert [j["_record"] for j in end["journal"]] == ["gate", "gate", "wave"]
+    assert all(r["changed"] is False for r in (start, deploy, verdict, end))
+
+
+def test_preflight_over_the_lab_inventory_and_an_awx_slice_without_gpu_host(tmp_path):
+    sys.path.insert(0, ROOT)
+    from labkit.awx_jobs import slice_inventory
+    play = """
+- hosts: localhost
+  gather_facts: false
+  vars:
+    topology: %s
+  tasks:
+    - name: ToRs and spines the slice lacks (as rollout.yml adds them)
+      ansible.builtin.add_host:
+        name: "{{ item.name }}"
+        groups: "{{ item.groups }}"
+        multinic_rack: "{{ item.vars.multinic_rack | default(omit) }}"
+        multinic_fabric_name: "{{ item.vars.multinic_fabric_name }}"
+      loop: "{{ lookup('netscale.multinic.fabric_hosts', topology, groups=['tors', 'spines'], wantlist=true)
+                | rejectattr('name', 'in', groups['all']) | list }}"
+    - name: inventory
+      netscale.multinic.rollout_decide:
+        decision: inventory
+        topology: "{{ topology }}"
+      register: inv
+""" % os.path.join(ROOT, "inventories", "lab", "fabric.yml")
+    full = subprocess.run(["ansible-inventory", "-i", "inventories/lab/fabric.yml", "--list", "--export"], cwd=ROOT,
+                          env=ENV, capture_output=True, text=True, check=True)
+    inv = json.loads(full.stdout)
+    for number, gpu in ((1, ["lab-r1-h1", "lab-r2-h1"]), (3, [])):
+        # as AWX hands a job its slice: an executable inventory script printing the --list JSON
+        script = tmp_path / ("slice%d.py" % number)
+        script.write_text("#!%s\nimport json, sys\nDATA = json.loads(%r)\nprint(json.dumps(DATA if '--list' in "
+                          "sys.argv else {}))\n" % (sys.executable, json.dumps(slice_inventory(inv, number, 3))))
+        script.chmod(0o700)
+        p, tasks = _run(tmp_path, play, script)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+        res = tasks["inventory"]["localhost"]
+        assert res["gpu_hosts"] == gpu and res["slice_empty"] == (not gpu) and res["problems"] == []
+        assert res["rack_tors"] == {"lab-r1": "lab-r1-tor", "lab-r2": "lab-r2-tor"} and res["fabric"] == "lab"
+
+
+@pytest.mark.parametrize("spec", ["150%", "-1", "x"])
+def test_budget_refused_before_anything_changes(tmp_path, spec):
+    play = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: budget
+      netscale.multinic.rollout_decide: {decision: budget, max_unreachable: "%s"}
+""" % spec
+    p, tasks = _run(tmp_path, play, "localhost,")
+    assert p.returncode != 0
+    assert "rollout_max_unreachable='%s'" % spec in tasks["budget"]["localhost"]["msg"]
+
+
+def test_md5_key_missing_is_refused_naming_the_hosts(tmp_path):
+    inv = tmp_path / "inv.yml"
+    inv.write_text("""
+all:
+  vars:
+    tor_bgp_md5_keys: {h1: k1, h3: k3}
+  children:
+    gpu_hosts:
+      hosts:
+        h1: {multinic_host: {rack: r1, tor: t1}}
+        h2: {multinic_host: {rack: r1, tor: t1}}
+        h3: {multinic_host: {rack: r2, tor: t2}, tor_bgp_md5_keys: {}}
+    tors:
+      hosts:
+        t1: {multinic_rack: {name: r1}, tor_bgp_options: {md5: required}}
+        t2: {multinic_rack: {name: r2}, tor_bgp_options: {md5: required}, tor_bgp_md5_keys: {h3: k3}}
+    spines:
+      hosts:
+        s1: {}
+""")
+    play = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: inventory
+      netscale.multinic.rollout_decide: {decision: inventory}
+"""
+    p, tasks = _run(tmp_path, play, inv)
+    res = tasks["inventory"]["localhost"]
+    assert p.returncode != 0 and res["md5_missing"] == ["h2", "h3"], res
+    assert "no TCP-MD5 key for GPU host(s) h2, h3" in res["msg"] and "nothing was changed" in res["msg"]
