@@ -11,9 +11,11 @@ INVENTORY = os.path.join(ROOT, "inventories", "example", "fabric.yml")
 
 
 def _play(name, journal, *extra):
+    # the fabric lease lives beside the rollout journals (<rollout_journal_dir>/leases): in the test's own folder
     return subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(ROOT, "playbooks", name),
-                           "-e", "drain_journal_dir=%s" % journal] + list(extra),
-                          cwd=ROOT, env=ENV, capture_output=True, text=True, check=False)
+                           "-e", "drain_journal_dir=%s" % journal,
+                           "-e", "rollout_journal_dir=%s" % os.path.join(os.path.dirname(str(journal)), "rollouts")]
+                          + list(extra), cwd=ROOT, env=ENV, capture_output=True, text=True, check=False)
 
 
 def _journal(journal):
@@ -70,3 +72,29 @@ def test_bad_request_names_the_field_and_changes_nothing(tmp_path):
     nohost = _play("drain.yml", journal, "-e", "drain_scope=nic")
     assert nohost.returncode != 0 and "Fix: set drain_scope=nic with drain_host=HOST" in nohost.stdout
     assert _journal(journal) == []
+
+
+def test_drain_refused_while_another_job_holds_the_fabric_lease(tmp_path):
+    """A rollout (here: this test's process, holding the lease through the core as rollout.yml would) holds the
+    fabric: drain.yml is refused before the budget, naming the holder, and nothing is journaled or changed; once
+    the rollout released it, the same drain is decided by the budget and takes and gives back the lease."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, ".build"))
+    from ansible_collections.netscale.multinic.plugins.module_utils.rollout import lease
+
+    journal = tmp_path / "journal"
+    leases = str(tmp_path / "rollouts" / "leases")
+    holder = lease.make_member("rollout-under-test", "rollout.yml", pid=os.getpid())
+    assert lease.acquire(leases, "example", holder)["action"] == "acquired"
+    budget = ["-e", json.dumps({"drain_budget": {"max_zone_tor_share": 0.5}})]
+    refused = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *budget)
+    assert refused.returncode != 0
+    assert "rollout-under-test" in refused.stdout and "rollout.yml" in refused.stdout, refused.stdout[-3000:]
+    assert _journal(journal) == []
+    assert lease.inspect(leases, "example")["members"][0]["rollout_id"] == "rollout-under-test"
+    lease.release(leases, "example", lease.member_key(holder))
+    allowed = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *budget)
+    assert allowed.returncode == 0, allowed.stdout[-3000:]
+    assert [(r["type"], r.get("allowed", r.get("ok"))) for r in _journal(journal)] == [("decision", True),
+                                                                                        ("outcome", True)]
+    assert not lease.inspect(leases, "example")["members"]   # the drain gave it back
