@@ -51,7 +51,7 @@ def _redact(value, literals):
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if isinstance(key, str) and _SECRET_KEY_RE.search(key) and item not in (None, "", {}, []):
+            if is_secret_entry(key, item):
                 out[key] = _mask(item)
             else:
                 out[key] = _redact(item, literals)
@@ -59,6 +59,22 @@ def _redact(value, literals):
     if isinstance(value, (list, tuple)):
         return type(value)(_redact(item, literals) for item in value)
     return value
+
+
+def redact_text(value):
+    """``value`` with its config-form secrets replaced (what :func:`redact` does to a string of a
+    structure); other values unchanged."""
+    return _redact(value, []) if isinstance(value, str) else value
+
+
+def is_secret_entry(key, item):
+    """Whether :func:`redact` masks the value ``item`` of ``key`` in a structure."""
+    return isinstance(key, str) and bool(_SECRET_KEY_RE.search(key)) and item not in (None, "", {}, [])
+
+
+def mask_secret(item):
+    """What :func:`redact` puts in place of a secret entry's value."""
+    return _mask(item)
 
 
 def _mask(item):
