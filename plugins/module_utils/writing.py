@@ -67,9 +67,14 @@ def redact_text(value):
     return _redact(value, []) if isinstance(value, str) else value
 
 
+def is_secret_key(key):
+    """Whether :func:`redact` masks the value of ``key`` in a structure (unless it is empty)."""
+    return isinstance(key, str) and bool(_SECRET_KEY_RE.search(key))
+
+
 def is_secret_entry(key, item):
     """Whether :func:`redact` masks the value ``item`` of ``key`` in a structure."""
-    return isinstance(key, str) and bool(_SECRET_KEY_RE.search(key)) and item not in (None, "", {}, [])
+    return is_secret_key(key) and item not in (None, "", {}, [])
 
 
 def mask_secret(item):

@@ -20,7 +20,9 @@ import re
 
 import yaml
 
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import is_secret_entry, mask_secret, redact, redact_text
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import (
+    is_secret_entry, is_secret_key, mask_secret, redact, redact_text,
+)
 
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", None) or yaml.SafeDumper
 
@@ -94,75 +96,75 @@ class BlockYaml(object):
         return pyyaml_dump(redact(data) if self.redact else tree_copy(data))
 
     # -- scalars: PyYAML's own text, once per distinct value --------------------------------------
-    def _value(self, value):
-        kind = type(value)
-        if kind is int:
-            return str(value)
+    def _value(self, value, kind):
+        """The text of a scalar: a str, or a 1-tuple holding the text when PyYAML may fold it past the
+        line width."""
         if kind not in _SCALARS:
             raise _Fallback()
         memo_key = (kind, value)
         text = self._values.get(memo_key, False)
         if text is False:
-            shown = redact_text(value) if (self.redact and kind is str) else value
-            if kind is str and _PLAIN.match(shown) and \
-                    _RESOLVER.resolve(yaml.ScalarNode, shown, (True, False)) == _STR_TAG:
-                text = shown
-            else:
-                dumped = pyyaml_dump({"k": shown})
-                text = None
-                if dumped.startswith("k: ") and dumped.endswith("\n") and dumped.count("\n") == 1:
-                    text = dumped[3:-1]
-            # may PyYAML fold it at some column? (at a space, or anywhere in double quotes)
-            if text is not None and (" " in text or text.startswith('"')):
-                text = (text,)
+            text = self._values[memo_key] = self._scalar_text(value, kind)
             if len(self._values) >= _MEMO_MAX:
                 self._values.clear()
-            self._values[memo_key] = text
         if text is None:
             raise _Fallback()
         return text
+
+    def _scalar_text(self, value, kind):
+        if kind is str:
+            plain = _PLAIN.match(value)
+            # config-form secrets need a blank after the keyword: none in a plain word
+            if self.redact and not (plain and " " not in value):
+                value = redact_text(value)
+                plain = _PLAIN.match(value)
+            if plain and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:
+                return (value,) if " " in value else value
+        dumped = pyyaml_dump({"k": value})
+        if not (dumped.startswith("k: ") and dumped.endswith("\n") and dumped.count("\n") == 1):
+            return None
+        text = dumped[3:-1]
+        # may PyYAML fold it at some column? (at a space, or anywhere in double quotes)
+        return (text,) if (" " in text or text.startswith('"')) else text
 
     def _key(self, key):
-        text = self._keys.get(key)
-        if text is None:
-            if type(key) is not str or len(key) > _MAX_KEY:  # pylint: disable=unidiomatic-typecheck
-                raise _Fallback()
-            dumped = pyyaml_dump({key: None})
-            if not dumped.endswith(": null\n") or dumped.count("\n") != 1 or dumped.startswith("?"):
-                raise _Fallback()
-            text = self._keys[key] = dumped[:-len(" null\n")]
-        return text
-
-    def _scalar_line(self, value, column):
-        """`` <text>\\n`` of a scalar written from ``column`` (after its key or dash)."""
-        text = self._value(value)
-        if type(text) is tuple:  # pylint: disable=unidiomatic-typecheck
-            text = text[0]
-            if column + 1 + len(text) > _WIDTH:
-                raise _Fallback()
-        return " " + text + "\n"
+        """(text of the key with its colon, whether its value is a secret when redacting)."""
+        if type(key) is not str or len(key) > _MAX_KEY:  # pylint: disable=unidiomatic-typecheck
+            raise _Fallback()
+        dumped = pyyaml_dump({key: None})
+        if not dumped.endswith(": null\n") or dumped.count("\n") != 1 or dumped.startswith("?"):
+            raise _Fallback()
+        entry = self._keys[key] = (dumped[:-len(" null\n")], self.redact and is_secret_key(key))
+        return entry
 
     # -- block collections (PyYAML's layout: indent 2, sequences in a mapping not indented) -------
-    def _sort(self, mapping):
-        try:
-            return sorted(mapping)
-        except TypeError:
-            raise _Fallback()
-
     def _mapping(self, mapping, indent, inline, out):
         pad = " " * indent
-        for i, key in enumerate(self._sort(mapping)):
+        keys = self._keys
+        try:
+            order = sorted(mapping)
+        except TypeError:
+            raise _Fallback()
+        for key in order:
             value = mapping[key]
-            ktext = self._key(key)
-            if self.redact and is_secret_entry(key, value):
+            entry = keys.get(key) if type(key) is str else None  # pylint: disable=unidiomatic-typecheck
+            ktext, secret = entry or self._key(key)
+            if secret and is_secret_entry(key, value):
                 value = mask_secret(value)
-            out.append(ktext if (inline and i == 0) else pad + ktext)
+            if inline:
+                out.append(ktext)
+                inline = False
+            else:
+                out.append(pad + ktext)
             self._item(value, indent, indent + len(ktext), True, out)
 
     def _sequence(self, items, indent, inline, out):
-        pad = " " * indent
-        for i, value in enumerate(items):
-            out.append("-" if (inline and i == 0) else pad + "-")
+        pad = pad_dash = " " * indent + "-"
+        if inline:
+            pad = "-"
+        for value in items:
+            out.append(pad)
+            pad = pad_dash
             self._item(value, indent, indent + 1, False, out)
 
     def _item(self, value, indent, column, in_mapping, out):
@@ -185,5 +187,12 @@ class BlockYaml(object):
             else:
                 out.append(" ")
                 self._sequence(value, indent + 2, True, out)
+        elif kind is int:
+            out.append(" %d\n" % value)
         else:
-            out.append(self._scalar_line(value, column))
+            text = self._value(value, kind)
+            if type(text) is tuple:  # pylint: disable=unidiomatic-typecheck
+                text = text[0]
+                if column + 1 + len(text) > _WIDTH:
+                    raise _Fallback()
+            out.append(" " + text + "\n")
