@@ -25,6 +25,7 @@ REDACTED = "<redacted>"
 # ``md5-password``, ``authentication-key``, ``key-string``; ExaBGP ``md5-password K;``.
 _SECRET_TEXT_RE = re.compile(
     r"(\b(?:password|md5-password|authentication-key|key-string)(?:\s+[07])?\s+)([^\s;]+)")
+_SECRET_WORDS = ("password", "authentication-key", "key-string")
 # Keys of structured records whose values are secrets.
 _SECRET_KEY_RE = re.compile(r"(^|_)(md5_key|md5_password|md5_keys|password|secret|key_string)$")
 
@@ -43,7 +44,8 @@ def redact(value, secrets=()):
 
 def _redact(value, literals):
     if isinstance(value, str):
-        if not value:
+        # the keywords the pattern needs (md5-password holds password): a region's configs are long
+        if not value or not literals and not any(word in value for word in _SECRET_WORDS):
             return value
         for lit in literals:
             value = value.replace(lit, REDACTED)
