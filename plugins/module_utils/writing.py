@@ -25,7 +25,6 @@ REDACTED = "<redacted>"
 # ``md5-password``, ``authentication-key``, ``key-string``; ExaBGP ``md5-password K;``.
 _SECRET_TEXT_RE = re.compile(
     r"(\b(?:password|md5-password|authentication-key|key-string)(?:\s+[07])?\s+)([^\s;]+)")
-_SECRET_WORDS = ("password", "authentication-key", "key-string")
 # Keys of structured records whose values are secrets.
 _SECRET_KEY_RE = re.compile(r"(^|_)(md5_key|md5_password|md5_keys|password|secret|key_string)$")
 
@@ -44,8 +43,7 @@ def redact(value, secrets=()):
 
 def _redact(value, literals):
     if isinstance(value, str):
-        # the keywords the pattern needs (md5-password holds password): a region's configs are long
-        if not value or not literals and not any(word in value for word in _SECRET_WORDS):
+        if not value:
             return value
         for lit in literals:
             value = value.replace(lit, REDACTED)
@@ -53,7 +51,7 @@ def _redact(value, literals):
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if is_secret_entry(key, item):
+            if isinstance(key, str) and _SECRET_KEY_RE.search(key) and item not in (None, "", {}, []):
                 out[key] = _mask(item)
             else:
                 out[key] = _redact(item, literals)
@@ -61,27 +59,6 @@ def _redact(value, literals):
     if isinstance(value, (list, tuple)):
         return type(value)(_redact(item, literals) for item in value)
     return value
-
-
-def redact_text(value):
-    """``value`` with its config-form secrets replaced (what :func:`redact` does to a string of a
-    structure); other values unchanged."""
-    return _redact(value, []) if isinstance(value, str) else value
-
-
-def is_secret_key(key):
-    """Whether :func:`redact` masks the value of ``key`` in a structure (unless it is empty)."""
-    return isinstance(key, str) and bool(_SECRET_KEY_RE.search(key))
-
-
-def is_secret_entry(key, item):
-    """Whether :func:`redact` masks the value ``item`` of ``key`` in a structure."""
-    return is_secret_key(key) and item not in (None, "", {}, [])
-
-
-def mask_secret(item):
-    """What :func:`redact` puts in place of a secret entry's value."""
-    return _mask(item)
 
 
 def _mask(item):

@@ -20,9 +20,7 @@ import re
 
 import yaml
 
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import (
-    is_secret_entry, is_secret_key, mask_secret, redact, redact_text,
-)
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import REDACTED, redact as redact_copy
 
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", None) or yaml.SafeDumper
 
@@ -93,7 +91,7 @@ class BlockYaml(object):
             except _Fallback:
                 pass
         self.fallbacks += 1
-        return pyyaml_dump(redact(data) if self.redact else tree_copy(data))
+        return pyyaml_dump(redact_copy(data) if self.redact else tree_copy(data))
 
     # -- scalars: PyYAML's own text, once per distinct value --------------------------------------
     def _value(self, value, kind):
@@ -116,7 +114,7 @@ class BlockYaml(object):
             plain = _PLAIN.match(value)
             # config-form secrets need a blank after the keyword: none in a plain word
             if self.redact and not (plain and " " not in value):
-                value = redact_text(value)
+                value = redact_copy(value)
                 plain = _PLAIN.match(value)
             if plain and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:
                 return (value,) if " " in value else value
@@ -134,7 +132,9 @@ class BlockYaml(object):
         dumped = pyyaml_dump({key: None})
         if not dumped.endswith(": null\n") or dumped.count("\n") != 1 or dumped.startswith("?"):
             raise _Fallback()
-        entry = self._keys[key] = (dumped[:-len(" null\n")], self.redact and is_secret_key(key))
+        # a key whose value redact() masks (whatever the value, unless empty)
+        secret = self.redact and redact_copy({key: "x"})[key] == REDACTED
+        entry = self._keys[key] = (dumped[:-len(" null\n")], secret)
         return entry
 
     # -- block collections (PyYAML's layout: indent 2, sequences in a mapping not indented) -------
@@ -149,8 +149,8 @@ class BlockYaml(object):
             value = mapping[key]
             entry = keys.get(key) if type(key) is str else None  # pylint: disable=unidiomatic-typecheck
             ktext, secret = entry or self._key(key)
-            if secret and is_secret_entry(key, value):
-                value = mask_secret(value)
+            if secret:   # rare (TCP-MD5 keys): redact()'s own masking of the entry
+                value = redact_copy({key: value})[key]
             if inline:
                 out.append(ktext)
                 inline = False
