@@ -44,12 +44,12 @@ def random_doc(rng, depth=0):
     roll = rng.random()
     if depth > 4 or roll < 0.45:
         return rng.choice([rng.choice(TRICKY), rng.randint(-10, 10 ** 6), None, True, False,
-                           "".join(rng.choice("ab:-. #0/") for _ in range(rng.randint(0, 12)))])
+                           "".join(rng.choice("ab:-. #0/") for _i in range(rng.randint(0, 12)))])
     if roll < 0.75:
         return dict((rng.choice(["a", "b", "name", "md5_key", "password", "k%d" % rng.randint(0, 9),
                                  rng.choice(TRICKY[:40]) or "e"]), random_doc(rng, depth + 1))
-                    for _ in range(rng.randint(0, 5)))
-    return [random_doc(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+                    for _i in range(rng.randint(0, 5)))
+    return [random_doc(rng, depth + 1) for _i in range(rng.randint(0, 4))]
 
 
 @pytest.mark.parametrize("redacting", [False, True])
@@ -64,7 +64,7 @@ def test_fixed_documents_are_pyyaml_bytes(redacting):
 def test_random_documents_are_pyyaml_bytes(redacting):
     rng = random.Random(27)
     writer = BlockYaml(redact=redacting)
-    for _ in range(1500):
+    for _i in range(1500):
         doc = random_doc(rng)
         if not isinstance(doc, (dict, list)):
             doc = {"v": doc}
