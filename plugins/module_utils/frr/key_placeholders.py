@@ -21,6 +21,8 @@ def with_placeholders(text, md5_keys):
     for name, key in sorted((md5_keys or {}).items()):
         if key:
             by_key.setdefault(str(key), str(name))
+    if not by_key:
+        return text, []
     used = set()
 
     def sub(m):
