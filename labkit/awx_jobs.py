@@ -189,6 +189,10 @@ class AwxRunner(object):
         """Run job template ``name``; a sliced template runs its slices in parallel. Returns [JobResult]."""
         jt = self.objects.job_templates[name]
         count = int(jt.get("job_slice_count") or 1)
+        if count > 1 and not workflow_job_id:
+            # AWX runs a sliced job template as a workflow job of its slices, even when launched alone: every
+            # slice gets that workflow job's id as awx_workflow_job_id (awx_meta_vars, get_workflow_job)
+            workflow_job_id = self._job_id()
         inv = export_inventory(self.inventory_source, self.env)   # update_on_launch: a sync per launch
         results = [None] * count
         threads = []
