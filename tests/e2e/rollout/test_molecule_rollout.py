@@ -47,7 +47,7 @@ def molecule(scenario, fabric, **extra):
     log = "/tmp/mnr-molecule-%s.log" % scenario
     try:
         p = subprocess.run([os.path.join(VENV_BIN, "molecule"), "test", "-s", scenario], cwd=REPO,
-                           env=env(**extra), capture_output=True, text=True, timeout=1500, check=False)
+                           env=env(**extra), capture_output=True, text=True, timeout=2700, check=False)
     finally:
         # molecule's own destroy runs even when converge/verify fail; make sure of it anyway
         if any(leftovers(fabric).values()):
