@@ -113,6 +113,6 @@ def check(out, slices):
         if r["status"] != "successful" or r["report_status"] != "passed":
             problems.append("slice %s: %s, report %s" % (r["slice"], r["status"], r["report_status"]))
         if not r["waves"] and NOTHING not in r["message"]:
-            problems.append("slice %s ran no wave and its report does not say %r: %r" % (r["slice"], NOTHING,
-                                                                                       r["message"]))
+            problems.append("slice %s ran no wave and its report does not say %r: %r"
+                            % (r["slice"], NOTHING, r["message"]))
     return problems

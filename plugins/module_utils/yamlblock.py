@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import re
 
-import yaml
+try:
+    import yaml
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML ships with ansible-core on every controller
+    yaml = None
+    HAS_YAML = False
 
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import REDACTED, redact as redact_copy
 
-SAFE_DUMPER = getattr(yaml, "CSafeDumper", None) or yaml.SafeDumper
+SAFE_DUMPER = (getattr(yaml, "CSafeDumper", None) or yaml.SafeDumper) if HAS_YAML else None
 
 # PyYAML's default line width: plain, single- and double-quoted scalars may be folded beyond it.
 _WIDTH = 80
@@ -36,7 +41,7 @@ _SCALARS = (str, int, bool, type(None))
 _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./+-]*(?:(?::+| )[A-Za-z0-9_./+-]+)*$")
 # Distinct scalars remembered (most are addresses met once: the memo must not grow with the fabric).
 _MEMO_MAX = 50000
-_RESOLVER = yaml.resolver.Resolver()
+_RESOLVER = yaml.resolver.Resolver() if HAS_YAML else None
 _STR_TAG = "tag:yaml.org,2002:str"
 
 

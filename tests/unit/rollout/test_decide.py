@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -231,7 +230,7 @@ def test_restore_never_touches_a_rack_of_a_passed_wave(racks, data):
     failed = data.draw(st.sampled_from([w["name"] for w in waves]))
     rt = dict((r, "tor-" + r) for r in racks)
     out = decide.restore_tors(waves, failed, rt, list(rt.values()))
-    passed = [w for w in waves[:[w["name"] for w in waves].index(failed)]]
+    passed = list(waves[:[w["name"] for w in waves].index(failed)])
     assert not set(out) & set(rt[r] for w in passed for r in w["racks"])
     failed_racks = [r for w in waves if w["name"] == failed for r in w["racks"]]
     assert set(rt[r] for r in failed_racks if r not in [x for w in passed for x in w["racks"]]) <= set(out)

@@ -169,4 +169,3 @@ def test_preflight_has_no_jinja_loop_over_hosts():
     assert "Rollout | ToR policy" not in preflight
     loops = [i + 1 for i, line in enumerate(preflight.splitlines()) if re.search(r"\{%-?\s*for\b", line)]
     assert not loops, "rollout.yml:%s: Jinja loop in the preflight" % loops
-
