@@ -24,9 +24,10 @@ def monitored_lab():
             pytest.fail("%s is missing (run scripts/setup.sh)" % tool)
     inventory = labsnap.TOPOLOGY
     try:
-        built = labsnap.playbook("playbooks/lab.yml")
+        # the lab inventory's group_vars turn the lab's Prometheus on (lab_monitoring, off by default)
+        built = labsnap.playbook("-i", inventory, "playbooks/lab.yml")
         labsnap.playbook("-i", inventory, "playbooks/monitor.yml")
         again = labsnap.playbook("-i", inventory, "playbooks/monitor.yml")   # a second run changes nothing
         yield built.stdout, again.stdout, labsnap.lab_state()
     finally:
-        labsnap.playbook("playbooks/lab.yml", "-e", "lab_state=absent", check=False)
+        labsnap.playbook("-i", inventory, "playbooks/lab.yml", "-e", "lab_state=absent", check=False)
