@@ -255,7 +255,9 @@ class Agent(object):
                     c["answered"] += s.answered
                     c["rtt_sum"] += s.rtt_sum
                     hosts |= self.event_window.setdefault(key, [0, 0, set()])[2]
-                dead = all(s.answered == 0 and s.lost > 0 for dummy, s in items)
+                if not any(s.answered or s.lost for dummy, s in items):
+                    continue            # nothing toward it resolved in this window: no evidence, no decision
+                dead = not any(s.answered for dummy, s in items)
                 held = self.held.pop(target, []) + [items]
                 others = all(answered_by_other(nic, target) for w in held for nic, dummy in w)
                 if dead and len(held) < HOLD_ROUNDS and target not in self.unreachable:
