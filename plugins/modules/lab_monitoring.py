@@ -30,17 +30,19 @@ options:
     type: str
     default: 127.0.0.1
   port:
-    description: Prometheus web port (UI and API).
+    description:
+      - Prometheus web port (UI and API). The relay and exporter ports follow it unless given, so two labs on one
+        machine need only different values here.
+      - Every port is checked free before anything starts; a port in use fails the task naming it, and nothing
+        is started.
     type: int
     default: 19090
   relay_port:
-    description: First relay port (one per GPU host, in the lab's host order).
+    description: First relay port (one per GPU host, in the lab's host order); default O(port) + 10.
     type: int
-    default: 19100
   frr_port:
-    description: First FRR exporter port (spines, then ToRs).
+    description: First FRR exporter port (spines, then ToRs); default O(port) + 110.
     type: int
-    default: 19200
   agent_port:
     description: Metrics port of the agents inside the hosts (fabric_monitor_metrics_port).
     type: int
@@ -127,8 +129,8 @@ def main():
             state=dict(type="str", choices=["present", "absent"], default="present"),
             listen=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", default=19090),
-            relay_port=dict(type="int", default=19100),
-            frr_port=dict(type="int", default=19200),
+            relay_port=dict(type="int"),
+            frr_port=dict(type="int"),
             agent_port=dict(type="int", default=9581),
             probe_port=dict(type="int", default=31874),
             agent_program=dict(type="path"),

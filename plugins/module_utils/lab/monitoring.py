@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -110,10 +111,18 @@ if servers:
 '''
 
 
-def layout(lab, listen="127.0.0.1", port=19090, relay_port=19100, frr_port=19200, agent_port=9581,
+# The relay and exporter port blocks follow Prometheus's port (one number moves a lab's whole block, so two
+# labs on one machine need only different ``port`` values): relay at port+10, exporters at port+110.
+RELAY_OFFSET = 10
+FRR_OFFSET = 110
+
+
+def layout(lab, listen="127.0.0.1", port=19090, relay_port=None, frr_port=None, agent_port=9581,
            probe_port=probemod.PORT, agent_program=None, scrape_interval="5s", threshold=0.01, min_probes=10):
     """What runs: {"prometheus": {...}, "relay": {...}, "frr": [...], "responder": {...}, "config", "rules"}."""
     rules.check(threshold, min_probes)
+    relay_port = port + RELAY_OFFSET if relay_port is None else relay_port
+    frr_port = port + FRR_OFFSET if frr_port is None else frr_port
     hosts = []
     for i, h in enumerate(lab.spec.hosts):
         hosts.append({"host": h["name"], "rack": h["rack"], "zone": h["zone"], "listen_port": relay_port + i,
@@ -186,14 +195,49 @@ def _spawn(lab, state, name, argv, cwd, digest, log_name):
     return p
 
 
-def _wait_http(listen, port, path, proc, timeout, what):
+def tcp_ports(lay):
+    """Every TCP port the layout binds on its listen address: Prometheus, the relay, the exporters."""
+    ports = [("prometheus", lay["port"])]
+    ports += [("relay for %s" % h["host"], h["listen_port"]) for h in lay["relay"]["hosts"]]
+    ports += [("frr exporter for %s" % i["host"], int(i["address"].rsplit(":", 1)[1])) for i in lay["frr"]]
+    return ports
+
+
+def ports_in_use(listen, ports):
+    """The (what, port) of ``ports`` something already listens on at ``listen`` (bind test, no packet sent)."""
+    busy = []
+    family = socket.AF_INET6 if ":" in listen else socket.AF_INET
+    for what, port in ports:
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.bind((listen, port))
+        except OSError:
+            busy.append((what, port))
+        finally:
+            s.close()
+    return busy
+
+
+def log_tail(path, lines=8):
+    """The last lines of a process log, for an error message ("" when there is none)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
+
+
+def _wait_http(listen, port, path, proc, timeout, what, log):
     """Wait until ``GET path`` answers 200 (Prometheus's readiness endpoint)."""
     import http.client
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise LabError("%s exited at start (rc=%s); see its log in the lab's monitoring dir" % (what, proc.returncode))
+            raise LabError("%s exited at start (rc=%s); its log ends: %s" % (what, proc.returncode, log_tail(log)))
         conn = http.client.HTTPConnection(listen, port, timeout=1.0)
         try:
             conn.request("GET", path)
@@ -228,6 +272,13 @@ def start(lab, check=False, **kw):
         return result
     if recs:
         stop(lab)
+    busy = ports_in_use(lay["listen"], tcp_ports(lay))
+    if busy:
+        raise LabError("lab %s: port%s %s on %s already in use (another lab's monitoring on this machine?); nothing "
+                       "was started. Fix: give this lab its own lab_monitoring_port (the relay and the exporters "
+                       "follow it: +%d, +%d), stop what holds the port, or set lab_monitoring: false"
+                       % (lab.fabric, "s" if len(busy) > 1 else "", ", ".join("%d (%s)" % (p, w) for w, p in busy),
+                          lay["listen"], RELAY_OFFSET, FRR_OFFSET))
     for tool in (PROMETHEUS, FRR_EXPORTER):
         if not os.access(tool, os.X_OK):
             raise LabError("%s is missing: install Debian's prometheus and prometheus-frr-exporter "
@@ -274,11 +325,12 @@ def start(lab, check=False, **kw):
                        "--web.listen-address=%s:%d" % (lay["listen"], lay["port"]),
                        "--storage.tsdb.retention.time=2d", "--web.enable-lifecycle"],
                       d, digest, "prometheus.log")
-        _wait_http(lay["listen"], lay["port"], "/-/ready", prom, 30.0, "prometheus")
+        _wait_http(lay["listen"], lay["port"], "/-/ready", prom, 30.0, "prometheus", os.path.join(d, "prometheus.log"))
         with open(os.path.join(d, "url"), "w") as f:
             f.write(url + "\n")
         if relay.poll() is not None:
-            raise LabError("the scrape relay exited at start (rc=%s); see %s/relay.log" % (relay.returncode, d))
+            raise LabError("the scrape relay exited at start (rc=%s); its log (%s/relay.log) ends: %s"
+                           % (relay.returncode, d, log_tail(os.path.join(d, "relay.log"))))
     except Exception:
         stop(lab)
         raise

@@ -182,6 +182,8 @@ def work(tmp_path_factory):
     gv.mkdir(parents=True)
     for name in ("lab.yml", "vault.yml"):
         os.symlink(os.path.join(REPO, "inventories", "lab", "group_vars", "all", name), str(gv / name))
+    # beside the default lane's labs in CI: this lab's monitoring takes its own port block
+    (gv / "monitoring.yml").write_text("lab_monitoring_port: 19690\n")
     (d / "base.yml").write_text(yaml.safe_dump(BASE))
     (d / "grown.yml").write_text(yaml.safe_dump(grown()))
     try:
