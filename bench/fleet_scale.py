@@ -9,6 +9,12 @@ For each fabric it prints wall, CPU and peak memory of:
   plan.yml       ``ansible-playbook playbooks/plan.yml`` end to end, writing intended/ (a fresh one)
   render         one play running ``netscale.multinic.tor_render`` for every ToR and spine, writing
                  their configs (a fresh dest)
+  preflight      ``ansible-playbook playbooks/rollout.yml`` (defaults: canary = first rack, waves 5/25/100 %)
+                 on the intended/ that plan.yml wrote, until its second play (ToRs and spines reachable)
+                 starts - everything before the first device is contacted: names, lease, inventory checks,
+                 plan check and write, journal open with the wave plan, the wave's hosts and ToRs added,
+                 report start; the command is stopped there (its process group), nothing reaches a device.
+                 CPU counts the parent and the workers it reaped by then.
 
 Each Ansible command runs in its own transient memory cgroup (a child of this process's cgroup,
 v1 or v2): "cgroup peak" is the whole controller with its forked workers (memory.peak /
@@ -36,6 +42,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -140,9 +147,10 @@ class Cgroup(object):
                 pass
 
 
-def measure(argv, cwd, env, limit_bytes=None, marker=None):
+def measure(argv, cwd, env, limit_bytes=None, marker=None, stop_at_marker=False):
     """Run ``argv``; wall, CPU (user+system of the tree), peak RSS of the largest process, cgroup peak
-    of the whole tree, rc, output tail and (with ``marker``) the wall until ``marker`` first appears."""
+    of the whole tree, rc, output tail and (with ``marker``) the wall until ``marker`` first appears;
+    ``stop_at_marker``: the command's process group is stopped there (rc 0 when the marker was seen)."""
     cg = Cgroup(limit_bytes)
     use_cg = cg.path is not None
 
@@ -154,7 +162,8 @@ def measure(argv, cwd, env, limit_bytes=None, marker=None):
 
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, preexec_fn=pre)  # pylint: disable=subprocess-popen-preexec-fn
+                            text=True, preexec_fn=pre,  # pylint: disable=subprocess-popen-preexec-fn
+                            start_new_session=stop_at_marker)
     seen = {}
     lines = []
 
@@ -162,6 +171,8 @@ def measure(argv, cwd, env, limit_bytes=None, marker=None):
         for line in proc.stdout:
             if marker and "marker" not in seen and marker in line:
                 seen["marker"] = time.perf_counter() - t0
+                if stop_at_marker:
+                    os.killpg(proc.pid, signal.SIGTERM)
             lines.append(line)
             del lines[:-200]
     thread = threading.Thread(target=reader)
@@ -170,6 +181,13 @@ def measure(argv, cwd, env, limit_bytes=None, marker=None):
     wall = time.perf_counter() - t0
     thread.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
+    if stop_at_marker:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)   # workers left behind by the stopped parent
+        except ProcessLookupError:
+            pass
+        if "marker" in seen:
+            proc.returncode = 0
     peak = cg.peak()
     cg.remove()
     return {"rc": proc.returncode, "wall_s": round(wall, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
@@ -225,10 +243,19 @@ def run_scenario(label, args, env):
             ("render", ["ansible-playbook", "-i", topo, os.path.join(work, "render.yml"),
                         "-e", "fleet_render_dest=%s" % os.path.join(work, "rendered")], "TASK ["),
         ]
+        # the rollout's preflight on the intended/ plan.yml wrote (a rollout follows a plan), stopped when
+        # the first device would be contacted
+        steps.append(("preflight", ["ansible-playbook", "-i", topo, os.path.join(ROOT, "playbooks", "rollout.yml"),
+                                    "-e", "rollout_intended_dir=%s" % os.path.join(work, "intended"),
+                                    "-e", "rollout_report_root=%s" % os.path.join(work, "reports")],
+                      "PLAY [Rollout | ToRs and spines reachable]"))
         for name, argv, marker in steps:
             if name in args.skip:
                 continue
-            result = measure(argv, ROOT, env, limit, marker)
+            if name == "preflight" and "plan" in args.skip:
+                print("   .. preflight needs plan.yml's intended/: not run (plan skipped)")
+                continue
+            result = measure(argv, ROOT, env, limit, marker, stop_at_marker=(name == "preflight"))
             if result["rc"] != 0:
                 print("   %s FAILED rc=%d:\n%s" % (name, result["rc"], result["tail"]))
             if name == "render":
@@ -261,7 +288,7 @@ def report(out):
     ref = max(core["cpu_s"], 0.01)
     rows = (("noop", "inventory, no-op play"), ("graph", "ansible-inventory --graph"),
             ("host", "ansible-inventory --host"), ("plan", "plan.yml (writes intended/)"),
-            ("render", "render every ToR + spine"))
+            ("render", "render every ToR + spine"), ("preflight", "rollout.yml preflight"))
     for key, title in rows:
         r = out.get(key)
         if not r:
@@ -269,6 +296,9 @@ def report(out):
         extra = ""
         if key in ("noop", "plan", "render") and r["to_marker_s"] is not None:
             extra = ", first task at %.2f s" % r["to_marker_s"]
+        if key == "preflight":
+            extra = ", stopped where the first device is contacted" if r["to_marker_s"] is not None else \
+                ", never reached the device plays"
         if key == "plan":
             extra += ", %d files" % r.get("files", 0)
         if key == "render":
@@ -283,7 +313,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="the 94-host fabric only (CI smoke)")
     ap.add_argument("--only", action="append", choices=sorted(SCENARIOS) + sorted(SCENARIOS.values()),
                     help="run only this fabric (repeatable): 10K, 30K, 125K or a scenario name")
-    ap.add_argument("--skip", action="append", default=[], choices=("noop", "graph", "host", "plan", "render"),
+    ap.add_argument("--skip", action="append", default=[], choices=("noop", "graph", "host", "plan", "render", "preflight"),
                     help="skip a phase (repeatable)")
     ap.add_argument("--limit-gb", type=float, default=None, help="memory limit of each command")
     ap.add_argument("--json", help="also write the figures to this file")
