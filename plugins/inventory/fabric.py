@@ -63,17 +63,11 @@ try:
     from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
     from ansible_collections.netscale.multinic.plugins.module_utils.gcpause import gc_paused
     from ansible_collections.netscale.multinic.plugins.module_utils.plan.inventory_model import fabric_inventory
-    from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import plain, read_topology_file
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import read_topology_or
     HAS_NETADDR = True
     import netaddr  # noqa: F401  pylint: disable=unused-import
 except ImportError:
     HAS_NETADDR = False
-
-try:
-    import yaml
-    YAML_ERRORS = (yaml.YAMLError,)
-except ImportError:  # pragma: no cover - PyYAML ships with ansible-core
-    YAML_ERRORS = ()
 
 # The topology keys of the lab add-on (module_utils/lab/section.py): the lab package is imported, and
 # its inventory extension run, only for a topology that has a lab section.
@@ -131,13 +125,7 @@ class InventoryModule(BaseInventoryPlugin):
         Ansible's loader without its per-value origin tags (a fleet's file is ~10x faster this way); a
         vault-encrypted file or one with Ansible's YAML tags (!vault, !unsafe) goes through Ansible's
         loader."""
-        try:
-            return read_topology_file(path)
-        except YAML_ERRORS:
-            pass
-        except (IOError, OSError, UnicodeDecodeError):
-            pass
-        return plain(loader.load_from_file(path, cache="none"))
+        return read_topology_or(path, lambda p: loader.load_from_file(p, cache="none"))
 
     def _populate(self, view):
         # Ansible 2.19 wraps the inventory of a plugin in a proxy whose set_variable deep-copies every

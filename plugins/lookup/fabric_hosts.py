@@ -66,6 +66,7 @@ from ansible.plugins.lookup import LookupBase
 try:
     from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
     from ansible_collections.netscale.multinic.plugins.module_utils.lab.inventory import fabric_view
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import read_topology_or
     HAS_NETADDR = True
     import netaddr  # noqa: F401  pylint: disable=unused-import
 except ImportError:
@@ -82,7 +83,8 @@ class LookupModule(LookupBase):
         groups = self.get_option("groups")
         out = []
         for path in terms:
-            data = self._loader.load_from_file(path, cache="none")
+            # the inventory plugin's reader: PyYAML's C loader, Ansible's loader for a vaulted/tagged file
+            data = read_topology_or(path, lambda p: self._loader.load_from_file(p, cache="none"))
             if not isinstance(data, dict) or data.get("plugin") != "netscale.multinic.fabric":
                 raise AnsibleError("%s is not a fabric topology (plugin: netscale.multinic.fabric missing)" % path)
             try:

@@ -34,6 +34,22 @@ def read_topology_file(path):
         return yaml.load(handle, Loader=SAFE_LOADER)  # nosec B506 - a safe loader  # noqa: S506
 
 
+def read_topology_or(path, fallback):
+    """:func:`read_topology_file`, or ``plain(fallback(path))`` for a file the safe loader cannot read as a
+    mapping: a vault-encrypted one or one with Ansible's YAML tags (``!vault``, ``!unsafe``) goes through Ansible's
+    loader (``fallback``, e.g. ``lambda p: loader.load_from_file(p, cache="none")``), which reports its
+    own errors. The inventory plugin and the fabric_hosts lookup read a topology this one way."""
+    if not HAS_YAML:
+        return plain(fallback(path))
+    try:
+        data = read_topology_file(path)
+    except (yaml.YAMLError, IOError, OSError, UnicodeDecodeError):
+        return plain(fallback(path))
+    # a whole-file vault (``$ANSIBLE_VAULT;1.1;AES256`` + hex lines) is one plain scalar to YAML: a topology
+    # is a mapping, anything else is Ansible's loader's to decrypt or to reject
+    return data if isinstance(data, dict) else plain(fallback(path))
+
+
 def plain(value):
     """``value`` with every str/dict/list subclass (Ansible's tagged YAML types) made a plain one."""
     if isinstance(value, dict):
