@@ -33,7 +33,7 @@ def test_relay_and_exporter_ports_follow_prometheus_port(ready_lab):
     assert relay == list(range(20010, 20010 + len(ready_lab.spec.hosts)))
     assert frr == list(range(20110, 20110 + len(ready_lab.spec.spines) + len(ready_lab.spec.racks)))
     # the blocks of the default port and of the next lab's do not overlap
-    other = set(p for _, p in monitoring.tcp_ports(monitoring.layout(ready_lab, port=20300, agent_program="/x")))
+    other = set(p for _what, p in monitoring.tcp_ports(monitoring.layout(ready_lab, port=20300, agent_program="/x")))
     assert not other & set(ports.values())
     explicit = monitoring.layout(ready_lab, port=20000, relay_port=21000, frr_port=22000, agent_program="/x")
     assert explicit["relay"]["hosts"][0]["listen_port"] == 21000
