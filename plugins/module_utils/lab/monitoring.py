@@ -204,11 +204,15 @@ def tcp_ports(lay):
 
 
 def ports_in_use(listen, ports):
-    """The (what, port) of ``ports`` something already listens on at ``listen`` (bind test, no packet sent)."""
+    """The (what, port) of ``ports`` something already listens on at ``listen`` (bind test, no packet sent).
+
+    SO_REUSEADDR as Prometheus, the exporters and the relay set it: connections of a process just stopped
+    (scrapes in TIME_WAIT) do not hold the port, only a listener does."""
     busy = []
     family = socket.AF_INET6 if ":" in listen else socket.AF_INET
     for what, port in ports:
         s = socket.socket(family, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((listen, port))
         except OSError:

@@ -77,3 +77,29 @@ def test_log_tail_reads_the_end(tmp_path):
     tail = monitoring.log_tail(str(log), lines=2)
     assert tail == "line 99 | err: address already in use"
     assert monitoring.log_tail(str(tmp_path / "none.log")) == ""
+
+
+def test_a_port_left_in_time_wait_by_a_stopped_server_is_free():
+    """A restarted Prometheus or relay: its last scrapes' connections sit in TIME_WAIT on the server's side;
+    only a listener holds the port (the lab's monitoring restarts on a changed topology)."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _addr = srv.accept()
+    conn.close()      # the server closes first: its side of the connection goes to TIME_WAIT
+    client.recv(1)
+    client.close()
+    srv.close()
+    plain = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        plain.bind(("127.0.0.1", port))
+        time_wait_blocks_plain_bind = False
+    except OSError:
+        time_wait_blocks_plain_bind = True
+    finally:
+        plain.close()
+    assert time_wait_blocks_plain_bind   # the situation the CI rehearsal met (else this test proves nothing)
+    assert monitoring.ports_in_use("127.0.0.1", [("prometheus", port)]) == []
