@@ -21,7 +21,7 @@ description:
     O(netscale.multinic.drain_budget#module:clean_window), which journals it with the undrain's decision in the drain
     journal and refuses the undrain unless it allows it. With O(fail_on_refusal) this module fails itself on a verdict
     that does not allow the undrain, naming the element, the window, what was seen and the fix.
-  - Reads the drain journal (when the element was drained: the window must lie after it); writes nothing.
+  - Reads the drain journal (when the element was drained - the window must lie after it); writes nothing.
   - A drained NIC still carries the agent's probes (they are bound to the NIC, whatever the egress set), so its
     paths are judged while it is out.
 options:
