@@ -27,6 +27,8 @@ the new value is the increment (Prometheus' convention). Probes to an unreachabl
 
 from __future__ import annotations
 
+import math
+
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 
 VERDICTS = ("clean", "not_clean", "no_evidence")
@@ -96,7 +98,7 @@ def _points(series, where):
         except (TypeError, ValueError) as exc:
             raise CleanWindowError("%s: %r is not a (time, value) point of numbers. Fix: pass the range query's "
                                    "values." % (where, p)) from exc
-        if v != v:   # NaN (a stale marker that made it through): no sample
+        if math.isnan(v):   # a stale marker that made it through: no sample
             continue
         pts.append((t, v))
     pts.sort()
@@ -205,9 +207,9 @@ def judge(element, nics, answered, lost, now, window=None, since=None, settings=
                 nic, total_a + total_l, win, cfg["min_probes"]))
         if gaps:
             a, b = max(gaps, key=lambda g: g[1] - g[0])
+            plural = "" if len(gaps) == 1 else "es"
             missing.append("gap on NIC %s: %d stretch%s without a resolved probe longer than max_gap %g s "
-                           "(longest %.0f s, %s-%s)" % (nic, len(gaps), "" if len(gaps) == 1 else "es", max_gap,
-                                                         b - a, _fmt_t(a), _fmt_t(b)))
+                           "(longest %.0f s, %s-%s)" % (nic, len(gaps), plural, max_gap, b - a, _fmt_t(a), _fmt_t(b)))
     if lossy:
         verdict = "not_clean"
     elif missing:
@@ -220,8 +222,8 @@ def judge(element, nics, answered, lost, now, window=None, since=None, settings=
 
 def summary(result):
     """One line for the journal and the refusal message."""
-    head = "clean window of %s: %s (%.0f s" % (result["element"], result["verdict"].upper().replace("_", " "),
-                                                result["window"])
+    verdict = result["verdict"].upper().replace("_", " ")
+    head = "clean window of %s: %s (%.0f s" % (result["element"], verdict, result["window"])
     figs = ", ".join("%s %d/%d lost" % (n, f["lost"], f["resolved"]) for n, f in sorted(result["nics"].items()))
     head += (", %s)" % figs) if figs else ")"
     if result["reasons"]:

@@ -125,7 +125,7 @@ def test_counter_reset_counts_the_new_value():
     pts = counter([6] * 6) + [(NOW - WIN + 35.0, 5.0)]
     pts += [(NOW - WIN + 35.0 + 5 * i, 5.0 + 6 * i) for i in range(1, 6)]
     a = series("eth1", pts)
-    lo = series("eth1", [(t, 0.0) for t, _ in pts])
+    lo = series("eth1", [(p[0], 0.0) for p in pts])
     r = judge([a], [lo])
     assert r["verdict"] == "clean" and r["nics"]["eth1"]["answered"] == 6 * 5 + 5 + 6 * 5
 
