@@ -16,6 +16,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+import yaml
 
 from labkit import stack_lab as M
 
@@ -243,7 +244,8 @@ def test_host_drain_withdraws_every_slot_and_tells_the_scheduler(lab):
 # Undrain after a clean probe window (issue 30 item 4): the monitoring agents on the two hosts, the lab's
 # Prometheus (lab_monitoring, started with the lab), a 30 s window judged in 5 s steps
 # ------------------------------------------------------------------------------------------------
-PROM = "http://127.0.0.1:19090"
+with open(os.path.join(M.HERE, "group_vars", "all", "monitoring.yml")) as _f:
+    PROM = "http://127.0.0.1:%d" % yaml.safe_load(_f)["lab_monitoring_port"]   # the stack lab's own port block
 CLEAN_WINDOW = 30
 WINDOW_ARGS = ("-e", "drain_clean_window=%d" % CLEAN_WINDOW, "-e", "drain_prometheus_url=%s" % PROM,
                "-e", "drain_prometheus_timeout=5",
