@@ -92,6 +92,13 @@ options:
   detail:
     description: O(step=outcome) - what happened (journaled).
     type: str
+  clean_window:
+    description:
+      - O(action=undrain) - the clean-window verdict of the element's probes (the C(window) that
+        C(netscale.multinic.drain_clean_window) returns). Journaled with the decision; a verdict that does not allow
+        the undrain (not clean, no evidence) refuses it (rule C(clean_window)). Unset - not checked (C(undrain.yml)
+        always sets it for scopes nic and host).
+    type: dict
   fail_on_refusal:
     description: Fail the task when the budget refuses (after journaling the refusal).
     type: bool
@@ -187,6 +194,7 @@ def main():
             case=dict(type="str"),
             ok=dict(type="bool", default=True),
             detail=dict(type="str"),
+            clean_window=dict(type="dict"),
             fail_on_refusal=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -206,7 +214,8 @@ def main():
             jr.outcome(p["action"], request["element"], p["ok"], job=p["job"], detail=p["detail"])
             module.exit_json(changed=False, drained=sorted(jr.state()), journal=jr.path)
         rec = jr.decide(fabric, request, lease=p["lease"], policy=p["policy"], job=p["job"], reason=p["reason"],
-                        case=p["case"], write=not module.check_mode)
+                        case=p["case"], write=not module.check_mode,
+                        window=p["clean_window"] if p["action"] == "undrain" else None)
     except (MultinicError, OSError) as exc:
         module.fail_json(msg="drain_budget: %s" % exc)
     drained = set(rec["drained_before"])

@@ -25,13 +25,14 @@ class ReportError(MultinicError, ValueError):
         super(ReportError, self).__init__("invalid health report input:\n" + "\n".join("  - %s" % p for p in self.problems))
 
 
-def build(cases, rack_minutes, now, recent=3600.0, bucket=600.0, max_racks=40):
+def build(cases, rack_minutes, now, recent=3600.0, bucket=600.0, max_racks=40, repairs=None):
     """The report as plain data.
 
     ``cases``: case dicts; ``rack_minutes``: {rack: {epoch minute: "good" | "bad"}}; ``now``: epoch
     seconds; ``recent``: closed cases that ended within this many seconds are listed; ``bucket``:
     seconds per column of the timeline (a multiple of 60); ``max_racks``: racks shown in the timeline
-    (the most bad minutes first)."""
+    (the most bad minutes first); ``repairs``: optional time to repair per case
+    (:func:`..remediate.ttr.repairs`: ``{"rows": [...], "slo": {...} or None}``), shown when given."""
     problems = []
     for name, value in (("now", now), ("recent", recent), ("bucket", bucket)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -40,6 +41,9 @@ def build(cases, rack_minutes, now, recent=3600.0, bucket=600.0, max_racks=40):
         problems.append(InputProblem("bucket", bucket, "a timeline column must be whole minutes", "e.g. 600"))
     if isinstance(max_racks, bool) or not isinstance(max_racks, int) or max_racks < 1:
         problems.append(InputProblem("max_racks", max_racks, "expected a whole number >= 1", "e.g. 40"))
+    if repairs is not None and (not isinstance(repairs, dict) or not isinstance(repairs.get("rows"), list)):
+        problems.append(InputProblem("repairs", repairs, "expected {rows: [...], slo: ...}",
+                                     "pass remediate.ttr.repairs(cases, drain journal records, now, slo)"))
     if problems:
         raise ReportError(problems)
     open_cases = sorted((c for c in cases if c.get("status") == "open"), key=lambda c: (c["start"], c["id"]))
@@ -67,8 +71,11 @@ def build(cases, rack_minutes, now, recent=3600.0, bucket=600.0, max_racks=40):
                     cells[(m - start) // step] += 1
             timeline["racks"][rack] = cells
         timeline.update(start=start * MINUTE, columns=columns, racks_total=len(per_rack))
-    return {"schema": SCHEMA_VERSION, "generated_at": now, "open_cases": open_cases, "recent_cases": recent_cases,
-            "recent_s": recent, "racks": dict(sorted(per_rack.items())), "timeline": timeline}
+    out = {"schema": SCHEMA_VERSION, "generated_at": now, "open_cases": open_cases, "recent_cases": recent_cases,
+           "recent_s": recent, "racks": dict(sorted(per_rack.items())), "timeline": timeline}
+    if repairs is not None:
+        out["repairs"] = repairs
+    return out
 
 
 def render_json(report):
@@ -110,7 +117,35 @@ def render_markdown(report):
             shown = "-" if v["sli"] is None else "%.4f" % v["sli"]
             out.append("| %s | %d | %d | %s |" % (_cell(r), v["bad"], v["good"], shown))
         out.append("")
+    if report.get("repairs") is not None:
+        out.extend(_repairs_markdown(report["repairs"]))
     return "\n".join(out) + "\n"
+
+
+def _dur(s):
+    return "open" if s is None else "%.0f s" % s
+
+
+def _repairs_markdown(repairs):
+    rows = repairs.get("rows") or []
+    out = ["## Time to repair: %d case%s" % (len(rows), "" if len(rows) == 1 else "s"), ""]
+    slo = repairs.get("slo")
+    if slo:
+        shown = "-" if slo["attainment"] is None else "%.1f %%" % (100.0 * slo["attainment"])
+        out += ["SLO %.0f s: %s attained (%d within, %d missed, %d pending)" % (
+            slo["slo"], shown, slo["within"], slo["missed"], slo["pending"]), ""]
+    if rows:
+        out.append("| case | element | detected | mitigated | repaired | detect->mitigate | mitigate->repair | total | SLO |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                _cell(r["case"]), _cell(r.get("element") or "-"), _ts(r.get("detected")),
+                _ts(r.get("mitigated")) if r.get("mitigated") is not None else "open",
+                _ts(r.get("repaired")) if r.get("repaired") is not None else "open",
+                _dur(r.get("detect_to_mitigate")), _dur(r.get("mitigate_to_repair")), _dur(r.get("total")),
+                r.get("slo") or "-"))
+        out.append("")
+    return out
 
 
 def render_svg(report, title="Bad minutes per rack over time"):

@@ -27,8 +27,12 @@ Mapping (:func:`plan_action`), for an open or updated case:
 * ``zone`` -> report only (a whole zone is never drained automatically)
 * ``agent`` -> report only, never a drain (an agent that is down is its own signal, not network loss)
 
-A closed case starts nothing: undrain follows the clean probe window (``undrain.yml``), not the event
-that closes the case.
+A closed case whose drain this side queued (scopes nic and host) starts the undrain, in mode ``auto``:
+``undrain.yml`` with the same element and ``drain_case``; that playbook undrains only after the element's
+clean probe window (``drain_clean_window``) and refuses otherwise (journaled in the drain journal; the
+failed run is journaled here and retried, :meth:`.eda_journal.Dispatcher.poll_undrain_retries`). In modes
+``approve`` and ``report`` the closed case is reported with the command an operator runs. Any other closed
+case starts nothing.
 
 Outcomes of :func:`decide` (``outcome`` key):
 
@@ -39,7 +43,11 @@ Outcomes of :func:`decide` (``outcome`` key):
 * ``reported``: the case's scope is report-only (zone, agent, an uplink without a spine);
 * ``duplicate``: this case already had its action (one action per case, whatever the number of events); a case
   recorded ``would_drain`` in mode report is decided again on its next event once the mode is auto or approve;
-* ``ignored``: a closed case, or a closed/updated case this side never saw open and has nothing to do for.
+* ``ignored``: a closed case this side queued no drain for, or a closed/updated case this side never saw open
+  and has nothing to do for.
+
+An undrain outcome carries ``"action": "undrain"`` (its own request id, :func:`undrain_request_id`); it never
+counts against the pre-queue budget (it gives capacity back), and one closed case queues one undrain.
 
 The pre-queue budget (the seam): :func:`decide` and :func:`approve` take ``budget``, a callable
 ``budget(request, history, now) -> (allowed, reasons)``. The default, :func:`zone_rate_budget`, bounds
@@ -66,6 +74,8 @@ OUTCOMES = ("queued", "pending", "would_drain", "refused", "reported", "duplicat
 # case is decided again on its next event (the budget may allow it by then), and so is a would_drain case
 # once the mode is no longer report (report recorded what it would do; it started nothing)
 FINAL_OUTCOMES = ("queued", "pending", "would_drain", "reported")
+# scopes whose drain comes back automatically when the case closes (their probes judge the clean window)
+UNDRAIN_SCOPES = ("nic", "host")
 DEFAULT_POLICY = {
     # the same rule and defaults as the remediation budget's zone rate (drain_budget)
     "max_auto_drains_per_zone": 3,
@@ -167,6 +177,11 @@ def request_id(case_id):
     return "req-" + hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:16]
 
 
+def undrain_request_id(case_id):
+    """The id of a closed case's undrain request (distinct from its drain's)."""
+    return "req-" + hashlib.sha256((case_id + "#undrain").encode("utf-8")).hexdigest()[:16]
+
+
 def throttle_key(plan):
     """What the rulebook's ``throttle`` groups by (``group_by_attributes``): the case and its element."""
     return {"case": plan["case"], "element": plan["element"] or "(none)"}
@@ -226,13 +241,41 @@ def _result(plan, outcome, mode, reasons=(), request=None):
     return out
 
 
+def _closed(case, plan, mode, history):
+    """A closed case: the undrain of what its drain took out (auto), reported (approve, report), or nothing."""
+    cid = case["id"]
+    if history.get("cases", {}).get(cid) != "queued":
+        return _result(plan, "ignored", mode)
+    opened = plan_action(dict(case, state="open"))
+    if opened["action"] != "drain":
+        return _result(plan, "ignored", mode)
+    req = undrain_request_id(cid)
+    undrain = dict(opened, state="closed", action="undrain",
+                   reason="case closed: undrain %s after its clean probe window" % opened["element"])
+    if case["scope"]["kind"] not in UNDRAIN_SCOPES:
+        return _result(dict(undrain, action="report", extra_vars=None), "reported", mode, [
+            "case closed: a %s drain is taken back by an operator (playbooks/undrain.yml)" % case["scope"]["kind"]])
+    last = history.get("undrains", {}).get(cid)
+    if last == "queued":
+        return _result(undrain, "duplicate", mode, ["undrain of case %s already %s" % (cid, last)], req)
+    if mode != "auto":
+        cmd = "ansible-playbook playbooks/undrain.yml " + " ".join(
+            "-e %s=%s" % (k, v) for k, v in sorted(opened["extra_vars"].items()))
+        return _result(dict(undrain, extra_vars=None), "reported", mode, [
+            "mode %s: the undrain waits for an operator: %s" % (mode, cmd)], req)
+    return _result(undrain, "queued", mode, [], req)
+
+
 def decide(event, mode, history, now, budget=None):
     """What to do with one case event. ``history`` is the EDA journal folded (:func:`.eda_journal.fold`):
-    ``{"cases": {case id: last outcome}, "queued": [...], "requests": {...}}``. Raises :class:`CaseError` on
-    a case that breaks the contract (the caller records it as rejected: nothing is started)."""
+    ``{"cases": {case id: last outcome}, "queued": [...], "requests": {...}, "undrains": {case id: outcome}}``.
+    Raises :class:`CaseError` on a case that breaks the contract (the caller records it as rejected: nothing is
+    started)."""
     check_mode(mode)
     case = check_case(event)
     plan = plan_action(case)
+    if case["state"] == "closed":
+        return _closed(case, plan, mode, history)
     last = history.get("cases", {}).get(case["id"])
     if plan["action"] == "none":
         return _result(plan, "ignored", mode)
@@ -272,7 +315,10 @@ def rulebook_event(result):
     ``report`` (print ``summary``; nothing changes). Duplicates and ignored events are not sent at all."""
     if result["outcome"] in ("duplicate", "ignored"):
         return None
-    dispatch = "drain" if result["outcome"] == "queued" else "report"
+    if result["outcome"] == "queued":
+        dispatch = "undrain" if result.get("action") == "undrain" else "drain"
+    else:
+        dispatch = "report"
     summary = "case %s (%s): %s" % (result["case"], result["kind"], result["outcome"])
     if result["element"]:
         summary += " %s" % result["element"]

@@ -29,8 +29,10 @@ Rules of a drain (all are checked; every one that fails is a reason):
   took something out in the zone within the last ``rate_window`` seconds, this one included.
 
 A drain of an element already out is allowed and changes nothing (``noop``: idempotent re-runs, a
-duplicate alert); it does not count against the rate. An undrain is refused only by the lease: it
-gives capacity back.
+duplicate alert); it does not count against the rate. An undrain gives capacity back: it is refused
+by the lease and, when the caller passes one (``window``: the :mod:`.clean_window` verdict of the
+element's probes, ``undrain.yml`` does for NIC and host scopes), by ``clean_window``: only a clean probe
+window (or an operator's journaled consent to skip it) lets the element back.
 """
 
 from __future__ import annotations
@@ -261,12 +263,23 @@ def _lease_check(lease, job):
     return {"rule": "lease", "ok": True, "holder": holder}
 
 
-def decide(fabric, request, drained, history, lease=None, policy=None, now=0.0, job=None):
+def _window_check(window):
+    c = {"rule": "clean_window", "ok": bool(window.get("allowed")), "verdict": window.get("verdict"),
+         "window_s": window.get("window"), "since": window.get("since")}
+    if not c["ok"]:
+        c["reason"] = "the probe window is not clean: %s%s" % (
+            window.get("summary") or "; ".join(window.get("reasons") or ["no verdict"]),
+            (". Fix: %s" % window["fix"]) if window.get("fix") else "")
+    return c
+
+
+def decide(fabric, request, drained, history, lease=None, policy=None, now=0.0, job=None, window=None):
     """The budget's verdict on ``request`` (a :func:`resolve` result plus ``action`` and ``automatic``).
 
     ``drained``: the set of element keys out now (the journal's state); ``history``: the journal's
     decision records (for the rate); ``lease``: the fabric lease's holder or None; ``job``: this job's id
-    (a lease held by this job does not refuse it). Returns::
+    (a lease held by this job does not refuse it); ``window``: for an undrain, the clean-window verdict
+    (``{"verdict", "allowed", "window", "since", "reasons", "summary"}``) or None (not checked). Returns::
 
         {allowed, noop, action, element, scope, host, nic, rack, zone, spine, automatic, time,
          reasons [str], checks [{rule, ok, ...numbers}], numbers {...}}
@@ -281,6 +294,8 @@ def decide(fabric, request, drained, history, lease=None, policy=None, now=0.0, 
     checks = [_lease_check(lease, job)]
     numbers = {}
     noop = (el in drained) if action == "drain" else (el not in drained)
+    if action == "undrain" and not noop and window is not None:
+        checks.append(_window_check(window))
     if action == "drain" and not noop:
         scope = request["scope"]
         if scope == "nic":

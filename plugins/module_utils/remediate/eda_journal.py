@@ -46,6 +46,7 @@ MODE = "mode"
 PENDING = "pending"
 APPROVED = "approved"
 RUN_STATUSES = ("started", "succeeded", "failed")
+UNDRAIN_RETRY = {"interval": 300.0, "attempts": 12}
 _REQ_RE = re.compile(r"^req-[0-9a-f]{16}$")
 _MAX_LINE = 65536
 
@@ -101,13 +102,23 @@ def read(path):
 
 
 def empty_history():
-    return {"cases": {}, "queued": [], "requests": {}}
+    return {"cases": {}, "queued": [], "requests": {}, "undrains": {}}
 
 
 def apply(history, rec):
     """Fold one record into ``history`` (in place; returns it)."""
     kind = rec.get("type")
-    if kind == "decision":
+    if kind == "decision" and rec.get("action") == "undrain":
+        # a closed case's undrain: its own history (never counted against the pre-queue budget)
+        outcome = rec.get("outcome")
+        if outcome != "duplicate" and rec.get("case"):
+            history.setdefault("undrains", {})[rec["case"]] = outcome
+        req = rec.get("request")
+        if req and outcome == "queued":
+            entry = history["requests"].setdefault(req, {})
+            entry.update(state=outcome, case=rec.get("case"), element=rec.get("element"), time=rec.get("time"),
+                         action="undrain")
+    elif kind == "decision":
         outcome = rec.get("outcome")
         if outcome != "duplicate" and rec.get("case"):
             history["cases"][rec["case"]] = outcome
@@ -267,8 +278,16 @@ class Dispatcher(object):
     ``budget`` is the pre-queue budget (:func:`.actions.zone_rate_budget` by default): the seam where a
     caller with the fabric view plugs the full remediation budget."""
 
-    def __init__(self, state_dir, mode, policy=None, budget=None, clock=time.time):
+    def __init__(self, state_dir, mode, policy=None, budget=None, clock=time.time, undrain_retry=None):
         self.state_dir = state_dir
+        # a refused (window not clean yet) or failed undrain is queued again: {"interval": s, "attempts": n}
+        self.undrain_retry = dict(UNDRAIN_RETRY, **(undrain_retry or {}))
+        for key in ("interval", "attempts"):
+            value = self.undrain_retry[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise EdaStateError("netscale_eda_undrain_retry.%s: %r is not a number >= 0. Fix: e.g. interval 300 "
+                                    "(seconds), attempts 12 (0: never retry)." % (key, value))
+        self._next_retry_check = 0.0
         self.mode = self.start_mode = actions.check_mode(mode)
         self._bad_mode = None
         self.budget = budget or actions.zone_rate_budget(policy)
@@ -360,6 +379,40 @@ class Dispatcher(object):
                 out.extend(self._emit(result))
                 os.unlink(pending_path)
             os.unlink(os.path.join(folder, name))
+        return out
+
+    def poll_undrain_retries(self):
+        """Undrains whose last run failed (most often: the clean window refused, the element still lossy or the
+        evidence incomplete) are queued again after ``interval`` seconds, at most ``attempts`` times, in mode auto:
+        a refused undrain is journaled and retried, never lost. Reads the journal (the runs are the callback's)."""
+        now = self.clock()
+        if self.mode != "auto" or now < self._next_retry_check or not self.undrain_retry["attempts"]:
+            return []
+        self._next_retry_check = now + min(self.undrain_retry["interval"], 10.0)
+        records = read(self.journal)
+        queued = {}
+        for rec in records:
+            if rec.get("type") == "decision" and rec.get("action") == "undrain" and rec.get("outcome") == "queued":
+                entry = queued.setdefault(rec.get("request"), {"decision": rec, "queued": 0})
+                entry["queued"] += 1
+                entry["decision"] = rec
+        out = []
+        by_req = runs(records)
+        for req, entry in sorted(queued.items()):
+            state = by_req.get(req) or {}
+            if state.get("status") != "failed" or not state.get("runs"):
+                continue
+            last_run = state["runs"][-1]
+            if entry["queued"] > self.undrain_retry["attempts"]:
+                continue
+            if now - float(last_run.get("time") or 0.0) < self.undrain_retry["interval"]:
+                continue
+            result = dict((k, entry["decision"].get(k)) for k in (
+                "case", "kind", "zone", "element", "mode", "request", "extra_vars", "action", "root_cause"))
+            result.update(state="closed", outcome="queued", mode=self.mode, reasons=[
+                "retry %d of %d: the last undrain run failed (%s)" % (
+                    entry["queued"], self.undrain_retry["attempts"], last_run.get("detail") or "see the drain journal")])
+            out.extend(self._emit(result))
         return out
 
     def write_status(self, case_file, pid):

@@ -14,7 +14,7 @@ Records::
     {"v": 1, "seq": n, "type": "decision", "time": t, "job": j, "action": "drain" | "undrain",
      "element": "nic:h:1", "scope", "host", "nic", "rack", "zone", "spine", "automatic": bool,
      "allowed": bool, "noop": bool, "reasons": [...], "numbers": {...}, "reason": operator text,
-     "case": case id or null}
+     "case": case id or null, "window": the clean-window verdict of an undrain or null}
     {"v": 1, "seq": n, "type": "outcome", "time": t, "job": j, "action", "element", "ok": bool,
      "detail": text}
 
@@ -143,7 +143,7 @@ class DrainJournal(object):
         return rec
 
     def decide(self, fabric, request, lease=None, policy=None, now=None, job=None, reason=None, case=None,
-               write=True):
+               write=True, window=None):
         """Under the lock: the budget's decision on ``request`` against the journal's state, journaled
         (unless ``write`` is false: check mode). Returns the journaled record."""
         now = time.time() if now is None else now
@@ -151,10 +151,14 @@ class DrainJournal(object):
             recs = self.records()
             drained = state(recs)
             d = budget.decide(fabric, request, set(drained), decisions(recs), lease=lease, policy=policy, now=now,
-                              job=job)
+                              job=job, window=window)
             rec = dict((k, d[k]) for k in ("action", "element", "scope", "host", "nic", "rack", "zone", "spine",
                                            "automatic", "allowed", "noop", "reasons", "numbers", "time"))
             rec.update({"type": "decision", "job": job, "reason": reason, "case": case})
+            if window is not None:
+                # the clean-window verdict this undrain was decided on (remediate/clean_window.py)
+                rec["window"] = dict((k, window.get(k)) for k in (
+                    "verdict", "allowed", "window", "since", "start", "end", "reasons", "nics", "summary"))
             if write:
                 rec = self._append(rec)
             rec["checks"] = d["checks"]

@@ -34,6 +34,8 @@ RULEBOOK = shutil.which("ansible-rulebook", path=BIN + os.pathsep + os.environ.g
 JAVA = shutil.which("java")
 DRAIN = os.environ.get("EDA_TEST_DRAIN_PLAYBOOK") or os.path.join(os.path.dirname(__file__), "playbooks",
                                                                   "drain_recorder.yml")
+UNDRAIN = os.environ.get("EDA_TEST_UNDRAIN_PLAYBOOK") or os.path.join(os.path.dirname(__file__), "playbooks",
+                                                                      "undrain_recorder.yml")
 STARTUP_TIMEOUT = 120.0
 RUN_TIMEOUT = 90.0
 
@@ -110,7 +112,9 @@ def rulebook(tmp_path_factory):
     with open(os.path.join(work, "vars.yml"), "w") as handle:
         json.dump({"netscale_eda_case_file": rb.cases, "netscale_eda_state_dir": rb.state,
                    "netscale_eda_mode": "report", "netscale_eda_drain_playbook": DRAIN,
-                   "netscale_eda_budget": {"max_auto_drains_per_zone": 2, "rate_window": 3600}}, handle)
+                   "netscale_eda_budget": {"max_auto_drains_per_zone": 2, "rate_window": 3600},
+                   "netscale_eda_undrain_playbook": UNDRAIN, "netscale_eda_clean_window": 45,
+                   "netscale_eda_undrain_retry": {"interval": 2, "attempts": 1}}, handle)
     with open(os.path.join(work, "inventory.yml"), "w") as handle:
         handle.write("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
                      "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
@@ -211,3 +215,50 @@ def test_approve_mode_starts_nothing_until_approved(rulebook):
     assert rulebook.recorded("appr-1")[0]["drain_scope"] == "host" and not os.path.exists(pending)
     # the earlier report-mode case never ran, whatever happened since
     assert rulebook.recorded("rep-1") == [] and rulebook.runs("rep-1") == []
+
+
+def _undrain_records(rulebook, case):
+    out = []
+    for path in sorted(glob.glob(os.path.join(rulebook.records, "undrain-%s-*.json" % case))):
+        with open(path) as handle:
+            out.append(json.load(handle))
+    return out
+
+
+def _undrain_runs(rulebook, case):
+    return [r["status"] for r in eda_journal.runs(rulebook.journal()).get(actions.undrain_request_id(case), {})
+            .get("runs", [])]
+
+
+def test_closed_case_undrains_in_auto_and_a_refused_undrain_is_retried(rulebook):
+    """Mode auto: a case's drain, then its closed event starts the undrain playbook once with the clean window; an
+    undrain that fails (the stand-in refuses for fail-host, as the clean window does) is journaled failed, queued
+    again after netscale_eda_undrain_retry.interval, and stays reported as failed once its attempts are spent."""
+    with open(os.path.join(rulebook.state, eda_journal.MODE), "w") as handle:
+        handle.write("auto\n")
+    rulebook.wait(lambda: [r.get("mode") for r in rulebook.journal() if r.get("type") == "mode"][-1:] == ["auto"],
+                  "the source to switch to mode auto", 15)
+    rulebook.write(case_line("back-1", host="h-back", nic=1, zone="az-back"),
+                   case_line("back-2", host="fail-host", nic=0, zone="az-back2"))
+    rulebook.wait(lambda: rulebook.runs("back-1")[-1:] and rulebook.runs("back-1")[-1]["status"] == "succeeded"
+                  and rulebook.runs("back-2")[-1:] and rulebook.runs("back-2")[-1]["status"] == "failed",
+                  "the two drains' outcomes")
+    assert _undrain_records(rulebook, "back-1") == []          # open cases undrain nothing
+    closed = case_line("back-1", host="h-back", nic=1, zone="az-back", state="closed")
+    rulebook.write(closed, closed, case_line("back-2", host="fail-host", nic=0, zone="az-back2", state="closed"))
+    rulebook.wait(lambda: _undrain_runs(rulebook, "back-1") == ["started", "succeeded"], "the undrain of back-1")
+    assert _undrain_records(rulebook, "back-1") == [{
+        "drain_scope": "nic", "drain_host": "h-back", "drain_nic": 1, "drain_case": "back-1", "drain_clean_window": 45,
+        "request": actions.undrain_request_id("back-1")}]
+    undrains = [d["outcome"] for d in rulebook.decisions("back-1") if d.get("action") == "undrain"]
+    assert undrains == ["queued", "duplicate"]
+    # the refused undrain: failed, retried once after 2 s, failed again, then left reported as failed
+    rulebook.wait(lambda: _undrain_runs(rulebook, "back-2") == ["started", "failed", "started", "failed"],
+                  "the refused undrain of back-2 and its retry")
+    time.sleep(5)   # more than two retry intervals: no third run
+    assert _undrain_runs(rulebook, "back-2") == ["started", "failed", "started", "failed"]
+    assert len(_undrain_records(rulebook, "back-2")) == 2
+    retry = [d for d in rulebook.decisions("back-2") if d.get("action") == "undrain"][-1]
+    assert retry["outcome"] == "queued" and retry["reasons"][0].startswith("retry 1 of 1: the last undrain run failed")
+    failed = eda_journal.summary(rulebook.journal())["failed"]
+    assert (actions.undrain_request_id("back-2"), "back-2") in failed

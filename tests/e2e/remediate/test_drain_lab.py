@@ -10,9 +10,13 @@ lock: flock /work/lab.lock python -m pytest tests/e2e/remediate
 import json
 import os
 import shutil
+import signal
 import time
+import urllib.parse
+import urllib.request
 
 import pytest
+import yaml
 
 from labkit import stack_lab as M
 
@@ -52,6 +56,10 @@ JOURNAL = os.path.join(M.WORK, "drain-journal")
 
 
 def drain(name, *extra, check=True):
+    if name == "undrain.yml" and not any("drain_clean_window" in str(x) for x in extra):
+        # the drain/undrain tests of items 1-2 undrain at once, by hand: the operator's consent to skip the clean
+        # probe window of item 4 (its own tests below pass drain_clean_window)
+        extra = ("-e", "drain_undrain_without_clean_window=true") + tuple(extra)
     return M.playbook(name, "-e", "drain_journal_dir=%s" % JOURNAL, *extra, check=check)
 
 
@@ -230,3 +238,119 @@ def test_host_drain_withdraws_every_slot_and_tells_the_scheduler(lab):
     os.unlink(hook)
     print("host drain: %d task routes withdrawn from %s and back at width %s; scheduler hook told twice" % (
         len(tips), tor, sorted(set(widths.values()))))
+
+
+# ------------------------------------------------------------------------------------------------
+# Undrain after a clean probe window (issue 30 item 4): the monitoring agents on the two hosts, the lab's
+# Prometheus (lab_monitoring, started with the lab), a 30 s window judged in 5 s steps
+# ------------------------------------------------------------------------------------------------
+with open(os.path.join(M.HERE, "group_vars", "all", "monitoring.yml")) as _f:
+    PROM = "http://127.0.0.1:%d" % yaml.safe_load(_f)["lab_monitoring_port"]   # the stack lab's own port block
+CLEAN_WINDOW = 30
+WINDOW_ARGS = ("-e", "drain_clean_window=%d" % CLEAN_WINDOW, "-e", "drain_prometheus_url=%s" % PROM,
+               "-e", "drain_prometheus_timeout=5",
+               "-e", json.dumps({"drain_clean_window_settings": {"step": 5, "max_gap": 15}}))
+
+
+def prom_query(expr):
+    u = "%s/api/v1/query?%s" % (PROM, urllib.parse.urlencode({"query": expr}))
+    with urllib.request.urlopen(u, timeout=5) as r:
+        return json.loads(r.read().decode())["data"]["result"]
+
+
+def prometheus_pid():
+    with open(M.STATE) as f:
+        st = json.load(f)
+    procs = [x for x in st["resources"] if x.get("type") == "process" and x.get("name") == "monitoring/prometheus"]
+    assert len(procs) == 1, "the lab's Prometheus is not in %s" % M.STATE
+    return int(procs[0]["pid"])
+
+
+@pytest.fixture(scope="module")
+def agents(lab):
+    """The fabric_monitor agents on the lab hosts (playbooks/monitor.yml), removed afterwards."""
+    try:
+        M.playbook("monitor.yml", "--limit", ",".join(HOSTS))
+        deadline = time.time() + 90
+        expr = 'fabric_monitor_probes_answered_total{host="%s",nic="eth1"}' % HOST
+        while not prom_query(expr):
+            assert time.time() < deadline, "no probe counters of %s eth1 in the lab's Prometheus after 90 s" % HOST
+            time.sleep(3)
+        yield
+    finally:
+        M.playbook("monitor.yml", "--limit", ",".join(HOSTS), "-e", "fabric_monitor_state=absent", check=False)
+
+
+def journal_decisions():
+    with open(os.path.join(JOURNAL, "mns", "drain-journal.jsonl")) as f:
+        return [json.loads(x) for x in f.read().splitlines() if '"decision"' in x]
+
+
+def still_drained(lab, before_hops):
+    """Nothing changed: NIC 1's next hops still out of the ToR, the marker still names it, journaled out."""
+    kern, frr = next_hops(lab, HOST)
+    assert (kern, frr) == before_hops
+    gone = nic_hops(lab, HOST, 1)
+    assert not any(kern[f] & gone or frr[f] & gone for f in ("ipv4", "ipv6")), (kern, frr)
+    assert "1" in json.loads(marker(lab, HOST))["nics"]
+
+
+def test_undrain_only_after_a_clean_window(lab, agents):
+    """Drain NIC 1, no fault: refused while the window has not elapsed, refused while Prometheus is stopped
+    (SIGSTOP: it answers nothing), accepted once 30 s of probes after the drain (and after the outage) are clean;
+    every verdict journaled with its undrain decision; probes ran on the drained NIC all along."""
+    n = len(lab.nics(HOST))
+    t0 = time.time()
+    drain("drain.yml", *nic_args(HOST, 1))
+    lab.wait_width(HOST, n - 1, timeout=20)
+    hops = next_hops(lab, HOST)
+    # 1. at once: the window after the drain has not elapsed
+    early = drain("undrain.yml", *nic_args(HOST, 1), *WINDOW_ARGS, check=False)
+    assert early.returncode != 0 and "REFUSED by the blast-radius budget: the probe window is not clean" in early.stdout
+    assert "window not yet elapsed" in early.stdout, early.stdout[-3000:]
+    assert HOST not in M.recap(early.stdout)
+    still_drained(lab, hops)
+    last = journal_decisions()[-1]
+    assert (last["action"], last["allowed"], last["window"]["verdict"]) == ("undrain", False, "no_evidence"), last
+    # the drained NIC still carries probes (answered, none lost)
+    time.sleep(max(0.0, t0 + CLEAN_WINDOW + 8 - time.time()))
+    sel = 'host="%s",nic="eth1"' % HOST
+    answered = sum(float(r["value"][1]) for r in prom_query("increase(fabric_monitor_probes_answered_total{%s}[20s])" % sel))
+    lost = sum(float(r["value"][1]) for r in prom_query("increase(fabric_monitor_probes_lost_total{%s}[20s])" % sel))
+    print("drained eth1 over 20 s: %.0f probes answered, %.0f lost" % (answered, lost))
+    assert answered > 0 and lost == 0
+    # 2. Prometheus stopped: no evidence, refused, nothing changed
+    pid = prometheus_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        t_stop = time.time()
+        down = drain("undrain.yml", *nic_args(HOST, 1), *WINDOW_ARGS, check=False)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    t_cont = time.time()
+    assert down.returncode != 0 and "could not be read" in down.stdout, down.stdout[-3000:]
+    assert HOST not in M.recap(down.stdout)
+    still_drained(lab, hops)
+    last = journal_decisions()[-1]
+    assert (last["allowed"], last["window"]["verdict"]) == (False, "no_evidence"), last
+    print("Prometheus stopped %.1f s: refused (%s)" % (t_cont - t_stop, last["window"]["reasons"][0][:160]))
+    # 3. a clean window after the outage: accepted, journaled, NIC 1 back on the ToR
+    time.sleep(max(0.0, t_cont + CLEAN_WINDOW + 10 - time.time()))
+    t_undrain = time.time()
+    ok = drain("undrain.yml", *nic_args(HOST, 1), *WINDOW_ARGS, check=False)
+    assert ok.returncode == 0, ok.stdout[-4000:]
+    assert M.recap(ok.stdout)[HOST]["changed"] == 1
+    kern, frr = next_hops(lab, HOST)
+    gone = nic_hops(lab, HOST, 1)
+    for fam in ("ipv4", "ipv6"):
+        assert len(kern[fam]) == n and kern[fam] & gone and len(frr[fam]) == n and frr[fam] & gone, (fam, kern, frr)
+    assert marker(lab, HOST) is None
+    last = journal_decisions()[-1]
+    assert (last["action"], last["allowed"], last["window"]["verdict"]) == ("undrain", True, "clean"), last
+    fig = last["window"]["nics"]["eth1"]
+    assert fig["lost"] == 0 and fig["resolved"] >= 10 and fig["gap_count"] == 0
+    with open(os.path.join(JOURNAL, "mns", "drain-journal.jsonl")) as f:
+        tail = json.loads(f.read().splitlines()[-1])
+    assert (tail["type"], tail["action"], tail["ok"]) == ("outcome", "undrain", True)
+    print("clean window accepted %.0f s after the drain: %s; undrain.yml %.1f s" % (
+        t_undrain - t0, last["window"]["summary"], time.time() - t_undrain))

@@ -25,7 +25,9 @@ def _rules():
 
 
 def test_one_drain_rule_per_scope_with_the_mapped_variables():
-    drains = [r for r in _rules() if "run_playbook" in r["action"]]
+    # the drain rules (the undrain rules of closed cases: test_undrain_rules_*)
+    drains = [r for r in _rules() if "run_playbook" in r["action"]
+              and r["condition"].startswith('event.netscale.dispatch == "drain"')]
     by_scope = dict((r["action"]["run_playbook"]["extra_vars"]["drain_scope"], r) for r in drains)
     assert sorted(by_scope) == sorted(actions.DRAIN_SCOPES) and len(drains) == len(actions.DRAIN_SCOPES)
     for scope, fields in CASES.items():

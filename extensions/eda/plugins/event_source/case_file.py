@@ -21,6 +21,8 @@ description:
     applies the mode and the pre-queue budget, journals every decision in C(state_dir/journal.jsonl) and
     puts one event C({"netscale": {"dispatch": "drain" | "report", ...}}) per decision on the queue.
     Repeated events of a case put nothing (one action per case).
+  - A closed case whose drain was queued puts an C(undrain) event in mode C(auto) (the undrain playbook then
+    waits for the element's clean probe window); in C(approve) and C(report) it is reported with the command.
   - In mode C(approve) a drain waits in C(state_dir/pending/) until C(playbooks/eda_approve.yml) approves it.
   - A file C(state_dir/mode) (auto, approve or report) overrides O(mode) while present, without a restart.
 options:
@@ -38,6 +40,11 @@ options:
     default: report
   budget:
     description: Pre-queue budget, C(max_auto_drains_per_zone) (default 3) and C(rate_window) seconds (3600).
+    type: dict
+    default: {}
+  undrain_retry:
+    description: A closed case's undrain that failed (its clean window refused it) is queued again after
+      C(interval) seconds (300), at most C(attempts) times (12; 0 never).
     type: dict
     default: {}
   start_at:
@@ -81,7 +88,8 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
                              "(netscale_eda_case_file / netscale_eda_state_dir)." % key)
     state_dir = args["state_dir"]
     os.makedirs(state_dir, exist_ok=True)
-    dispatcher = eda_journal.Dispatcher(state_dir, args.get("mode") or "report", args.get("budget") or {})
+    dispatcher = eda_journal.Dispatcher(state_dir, args.get("mode") or "report", args.get("budget") or {},
+                                        undrain_retry=args.get("undrain_retry") or {})
     tail = eda_journal.CaseTail(args["path"], os.path.join(state_dir, eda_journal.OFFSET),
                                 args.get("start_at") or "end")
     interval = float(args.get("poll_interval", 0.5))
@@ -94,6 +102,8 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
                     await queue.put(event)
                 tail.commit(position)
             for event in dispatcher.poll_approvals():
+                await queue.put(event)
+            for event in dispatcher.poll_undrain_retries():
                 await queue.put(event)
             await asyncio.sleep(interval)
     finally:
