@@ -139,6 +139,9 @@ def layout(lab, listen="127.0.0.1", port=19090, relay_port=None, frr_port=None, 
     """What runs: {"prometheus": {...}, "relay": {...}, "frr": [...], "responder": {...}, "correlator": {...},
     "config", "rules"}."""
     rules.check(threshold, min_probes)
+    # one spelling of each program path, so that the digest (a second run changes nothing) does not depend on it
+    agent_program = os.path.realpath(agent_program) if agent_program else agent_program
+    correlator_program = os.path.realpath(correlator_program) if correlator_program else correlator_program
     if correlator_program is None and agent_program:
         correlator_program = os.path.join(os.path.dirname(agent_program), CORRELATOR_PROGRAM)
     mon_dir = os.path.join(lab.sdir, "monitoring")

@@ -10,6 +10,7 @@ events file."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import urllib.parse
@@ -110,6 +111,48 @@ def test_no_loss_without_a_fault(monitored_lab):
     assert 0 < rtt[0][1] < 0.5
 
 
+MON_DIR = "/run/netscale-multinic/lab/lab/monitoring"
+CASE_FILE = MON_DIR + "/cases.jsonl"
+CASES = MON_DIR + "/cases.json"
+NETWORK_KINDS = ("nic", "host", "tor", "uplink", "spine", "zone")
+CASE_HOST, CASE_NIC = "lab-r1-h2", "eth2"     # NIC 3 of lab-r1-h2 (plan index 2), ToR port lab-r1-tor:host2-2
+
+
+def case_lines():
+    with open(CASE_FILE) as f:
+        return [json.loads(x)["case"] for x in f if x.strip()]
+
+
+def correlator_snapshot():
+    with open(CASES) as f:
+        return json.load(f)
+
+
+def test_live_correlator_runs_and_sees_no_network_case_without_a_fault(monitored_lab):
+    dummy, dummy, state = monitored_lab
+    recs = [r for r in state["resources"] if r.get("name") == "monitoring/correlator"]
+    assert len(recs) == 1 and os.path.exists("/proc/%d" % recs[0]["pid"]), recs
+    # every GPU host's events file is read from the controller side (their agents run since monitor.yml)
+    snap = wait_for("the correlator's current cases", lambda: (lambda s: s if time.time() - s["updated_at"] < 30
+                                                               else None)(correlator_snapshot()), 30)
+    assert sorted(snap["sources"]) == sorted(HOSTS), snap["sources"]
+    assert all(v["bad_lines"] == 0 for v in snap["sources"].values()), snap["sources"]
+    # the fault-free lab for at least two windows + slack since the agents started: no network case
+    time.sleep(max(0, 150 - (time.time() - snap["started_at"])))
+    network = [c for c in case_lines() if c["scope"]["kind"] in NETWORK_KINDS]
+    assert network == [], network
+    # lab_monitoring again: nothing changes, the same correlator keeps running
+    again = subprocess.run([os.path.join(labsnap.VENV_BIN, "ansible"), "localhost", "-m",
+                            "netscale.multinic.lab_monitoring", "-a",
+                            "topology=%s agent_program=%s/roles/fabric_monitor/files/netscale-fabric-monitor.py"
+                            % (labsnap.TOPOLOGY, labsnap.REPO)], cwd=labsnap.REPO, env=labsnap.env(),
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 0 and '"changed": false' in again.stdout, again.stdout[-2000:]
+    assert '"case_file": "%s"' % CASE_FILE in again.stdout
+    now = [r for r in labsnap.lab_state()["resources"] if r.get("name") == "monitoring/correlator"]
+    assert [r["pid"] for r in now] == [recs[0]["pid"]]
+
+
 def test_loss_on_one_tor_port_shows_on_that_path_only(monitored_lab):
     from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
     lb = lab()
@@ -189,3 +232,35 @@ def test_sli_rules_are_loaded_and_evaluate(monitored_lab):
     assert all(r["health"] == "ok" for g in data["data"]["groups"] for r in g["rules"]), data
     zones = wait_for("zone loss ratio recorded", lambda: query("fabric_monitor:loss_ratio:zone_1m"), 30)
     assert zones[0][0]["zone"] == "lab-az1"
+
+
+def test_loss_on_one_nic_is_one_case_of_that_nic_in_the_case_file_and_in_health(monitored_lab):
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
+    lb = lab()
+    t0 = time.time()
+    ops.set_loss(lb, CASE_HOST, CASE_NIC, True)
+    try:
+        def opened():
+            got = [c for c in case_lines() if c["state"] == "open" and c["scope"].get("host") == CASE_HOST
+                   and (c["start"] or 0) >= t0 - 5]
+            return got or None
+        mine = wait_for("a case for %s %s in %s" % (CASE_HOST, CASE_NIC, CASE_FILE), opened, 200)
+    finally:
+        ops.set_loss(lb, CASE_HOST, CASE_NIC, False)
+    case = mine[0]
+    assert case["scope"]["kind"] == "nic", case
+    assert (case["scope"]["id"], case["scope"]["nic"], case["scope"]["port"], case["scope"]["tor"]) == \
+        ("lab-r1-h2/nic3", 2, "host2-2", "lab-r1-tor"), case["scope"]
+    assert case["opened_at"] - t0 <= 150, (case["opened_at"] - t0)
+    # one case for this fault: no other network case started with it
+    others = [c for c in case_lines() if c["scope"]["kind"] in NETWORK_KINDS and (c["start"] or 0) >= t0 - 5
+              and c["id"] != case["id"]]
+    assert others == [], others
+    # health.yml reports it (open: quiet is 600 s), with bad minutes of the lab's racks, in three files
+    p = labsnap.playbook("playbooks/health.yml")
+    assert "Open cases: " in p.stdout and case["id"] in p.stdout, p.stdout[-3000:]
+    with open(MON_DIR + "/health/health.json") as f:
+        rep = json.load(f)
+    assert case["id"] in [c["id"] for c in rep["open_cases"] + rep["recent_cases"]]
+    assert set(rep["racks"]) == {"lab-r1", "lab-r2"}
+    assert sorted(os.listdir(MON_DIR + "/health")) == ["health.json", "health.md", "health.svg"]
