@@ -298,7 +298,14 @@ def test_program_stops_cleanly_on_sigterm(tmp_path):
         while not snap.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
         append(str(ev), "garbage\n")
-        time.sleep(0.6)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if json.loads(snap.read_text())["sources"]["z1r1h1"]["bad_lines"] == 1:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=20)
     finally:
