@@ -69,13 +69,13 @@ def test_health_report_written_then_unchanged_and_check_mode_writes_nothing(tmp_
 def test_missing_evidence_fails_naming_it_and_writes_nothing(tmp_path):
     mon = inputs(tmp_path)
     samples = "health_samples_file=%s" % (tmp_path / "samples.jsonl")
-    rc, res, _ = play(tmp_path, "-e", samples, "-e", "health_case_file=%s" % (mon / "none.jsonl"))
+    rc, res, dummy = play(tmp_path, "-e", samples, "-e", "health_case_file=%s" % (mon / "none.jsonl"))
     assert rc != 0 and "case_file: cannot read it: No such file or directory" in res["msg"] and "Fix:" in res["msg"]
     free = socket.socket()
     free.bind(("127.0.0.1", 0))
     port = free.getsockname()[1]
     free.close()                     # nothing listens there now
-    rc, res, _ = play(tmp_path, "-e", "health_prometheus_url=http://127.0.0.1:%d" % port)
+    rc, res, dummy = play(tmp_path, "-e", "health_prometheus_url=http://127.0.0.1:%d" % port)
     assert rc != 0 and "prometheus_url: unreachable or not Prometheus" in res["msg"] and "Fix: start the lab's" in res["msg"]
     assert not (mon / "health").exists()
 
@@ -83,8 +83,8 @@ def test_missing_evidence_fails_naming_it_and_writes_nothing(tmp_path):
 def test_a_stale_correlator_or_a_bad_setting_fails(tmp_path):
     mon = inputs(tmp_path, updated_at=T0 - 3600)
     samples = "health_samples_file=%s" % (tmp_path / "samples.jsonl")
-    rc, res, _ = play(tmp_path, "-e", samples)
+    rc, res, dummy = play(tmp_path, "-e", samples)
     assert rc != 0 and "the live correlator last wrote 4200 s ago" in res["msg"]
-    rc, res, _ = play(tmp_path, "-e", samples, "-e", "health_period=30", "-e", "health_cases_snapshot=")
+    rc, res, dummy = play(tmp_path, "-e", samples, "-e", "health_period=30", "-e", "health_cases_snapshot=")
     assert rc != 0 and "period: expected seconds >= 60 (value: 30)" in res["msg"] and "Fix:" in res["msg"]
     assert not (mon / "health").exists()

@@ -421,16 +421,29 @@ class Live(object):
 
 # -- the program -------------------------------------------------------------------------------
 def _query_agent_down(url, now, timeout=3.0):
+    """GET Prometheus's ``fabric_monitor:agent_down`` (http.client: the program runs on a bare python3)."""
+    import http.client  # pylint: disable=import-outside-toplevel
     import urllib.parse  # pylint: disable=import-outside-toplevel
-    import urllib.request  # pylint: disable=import-outside-toplevel
-    u = "%s/api/v1/query?%s" % (url.rstrip("/"), urllib.parse.urlencode({"query": "fabric_monitor:agent_down"}))
-    with urllib.request.urlopen(u, timeout=timeout) as answer:  # nosec - the operator's Prometheus URL
-        return agent_down_detections(json.loads(answer.read().decode("utf-8")), now)
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("--prometheus %r is not an http(s) URL" % (url,))
+    conn_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_class(parts.hostname, parts.port, timeout=timeout)
+    try:
+        conn.request("GET", "%s/api/v1/query?%s" % (parts.path.rstrip("/"), urllib.parse.urlencode(
+            {"query": "fabric_monitor:agent_down"})))
+        answer = conn.getresponse()
+        body = answer.read()
+        if answer.status != 200:
+            raise ValueError("HTTP %d: %s" % (answer.status, body[:200]))
+        return agent_down_detections(json.loads(body.decode("utf-8")), now)
+    finally:
+        conn.close()
 
 
 def parse_args(argv=None):
     import argparse  # pylint: disable=import-outside-toplevel
-    p = argparse.ArgumentParser(prog="netscale-case-correlator", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="netscale-case-correlator", description=__doc__.split("\n\n", maxsplit=1)[0])
     p.add_argument("--topology", required=True,
                    help="the plan directory (intended/plan) or a JSON file {racks, spines} in its data form")
     p.add_argument("--events", action="append", default=[], metavar="NAME=PATH",

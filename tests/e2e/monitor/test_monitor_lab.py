@@ -133,8 +133,11 @@ def test_live_correlator_runs_and_sees_no_network_case_without_a_fault(monitored
     recs = [r for r in state["resources"] if r.get("name") == "monitoring/correlator"]
     assert len(recs) == 1 and os.path.exists("/proc/%d" % recs[0]["pid"]), recs
     # every GPU host's events file is read from the controller side (their agents run since monitor.yml)
-    snap = wait_for("the correlator's current cases", lambda: (lambda s: s if time.time() - s["updated_at"] < 30
-                                                               else None)(correlator_snapshot()), 30)
+
+    def fresh():
+        s = correlator_snapshot()
+        return s if time.time() - s["updated_at"] < 30 else None
+    snap = wait_for("the correlator's current cases", fresh, 30)
     assert sorted(snap["sources"]) == sorted(HOSTS), snap["sources"]
     assert all(v["bad_lines"] == 0 for v in snap["sources"].values()), snap["sources"]
     # the fault-free lab (every agent up and no probe lost in the last 20 s: the tests before), watched for a

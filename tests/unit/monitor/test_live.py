@@ -100,8 +100,8 @@ def test_parse_line_reads_agent_events_and_detection_records_and_rejects_the_res
     assert live.parse_line(json.dumps(rec.to_dict())) == [rec]
     assert live.parse_line("   ") == []
     assert live.parse_line(json.dumps(dict(AGENT_EVENT, kind="egress_in"))) == []   # a recovery
-    for bad, needle in (("{not json", "not JSON"), ('{"time": 1, "kind": "path_loss", "hots": "x", "source": "p"}',
-                                                   "hots: unknown key"),
+    unknown_key = '{"time": 1, "kind": "path_loss", "hots": "x", "source": "p"}'
+    for bad, needle in (("{not json", "not JSON"), (unknown_key, "hots: unknown key"),
                         (json.dumps(dict(AGENT_EVENT, kind="probe_los")), "unknown agent event kind")):
         with pytest.raises(DetectionError, match=needle):
             live.parse_line(bad, IDX, "h1")
@@ -112,6 +112,40 @@ def test_agent_down_from_prometheus_answer():
     assert [(d.kind, d.host, d.time) for d in live.agent_down_detections(answer, T0)] == [("agent_down", "z1r1h2", T0)]
     with pytest.raises(ValueError):
         live.agent_down_detections({"status": "error"}, T0)
+
+
+def test_agent_down_query_over_http():
+    import http.server
+    import threading
+    answers = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802  pylint: disable=invalid-name
+            answers.append(self.path)
+            code, body = (200, {"status": "success", "data": {"result": [{"metric": {"host": "z1r2h1"}}]}}) \
+                if "agent_down" in self.path and len(answers) == 1 else (503, {"status": "error"})
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):  # pylint: disable=arguments-differ
+            pass
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = "http://127.0.0.1:%d/" % srv.server_address[1]
+        assert [d.host for d in live._query_agent_down(url, T0)] == ["z1r2h1"]  # pylint: disable=protected-access
+        with pytest.raises(ValueError, match="HTTP 503"):
+            live._query_agent_down(url, T0)  # pylint: disable=protected-access
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert answers[0] == "/api/v1/query?query=fabric_monitor%3Aagent_down"
+    with pytest.raises(ValueError, match="not an http"):
+        live._query_agent_down("ftp://x", T0)  # pylint: disable=protected-access
 
 
 # -- one round -----------------------------------------------------------------------------------
@@ -172,7 +206,7 @@ def test_a_nic_fault_gives_open_then_closed_lines_and_the_same_case_as_batch_cor
     lv.close(T0 + 1100)
     states = [(e["case"]["state"], e["case"]["scope"]["id"]) for e in events]
     assert states[0] == ("open", "z1r2h3/nic2") and states[-1] == ("closed", "z1r2h3/nic2")
-    assert {s for s in states} <= {("open", "z1r2h3/nic2"), ("updated", "z1r2h3/nic2"), ("closed", "z1r2h3/nic2")}
+    assert set(states) <= {("open", "z1r2h3/nic2"), ("updated", "z1r2h3/nic2"), ("closed", "z1r2h3/nic2")}
     assert [s for s, _i in states].count("open") == 1 and [s for s, _i in states].count("closed") == 1
     # the case file holds exactly those lines, each one the EDA source accepts
     with open(lv.case_file) as f:
@@ -307,7 +341,7 @@ def test_program_stops_cleanly_on_sigterm(tmp_path):
                 pass
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=20)
+        out = proc.communicate(timeout=20)[0]
     finally:
         if proc.poll() is None:
             proc.kill()
