@@ -283,6 +283,7 @@ class Live(object):
         self.closed = {}       # id -> case dict (closed, kept ``recent`` seconds)
         self.lines_written = 0
         self.agent_errors = 0
+        self.engine_errors = 0
         self.started_at = clock()
         self.last_written = None
         self._last_snapshot = None
@@ -331,11 +332,24 @@ class Live(object):
         if extra:
             dets = sorted(list(dets) + list(extra), key=corrmod._order)  # pylint: disable=protected-access
         for det in dets:
-            closed.extend(self.corr.feed(det))
-        closed.extend(self.corr.tick(now))
+            closed.extend(self._guarded(self.corr.feed, det, "detection %r" % (det,)))
+        closed.extend(self._guarded(self.corr.tick, now, "tick %.3f" % now))
         events = self._diff(closed, now)
         self._write_snapshot(now, force=bool(events))
         return events
+
+    def _guarded(self, call, arg, what):
+        """An engine error (a defect: the input was checked) is counted (``engine_errors``) and logged with its
+        traceback; the process and the next rounds go on, so one defect never stops correlation."""
+        try:
+            return call(arg)
+        except Exception as exc:  # pylint: disable=broad-except
+            import traceback  # pylint: disable=import-outside-toplevel
+            self.engine_errors += 1
+            if self.engine_errors <= LOGGED_BAD_LINES or self.engine_errors % 100 == 0:
+                self.log("correlation error #%d on %s: %s: %s" % (self.engine_errors, what, type(exc).__name__,
+                                                                  traceback.format_exc().replace("\n", " | ")))
+            return []
 
     def _dict(self, case):
         return corrmod.case_dict(case, self.index, self.max_listed)
@@ -394,7 +408,8 @@ class Live(object):
         return {"schema": SCHEMA_VERSION, "updated_at": round(now, 3), "started_at": round(self.started_at, 3),
                 "pid": os.getpid(), "case_file": self.case_file, "case_lines_written": self.lines_written,
                 "recent_s": self.recent, "open": open_cases, "closed": closed,
-                "stats": dict(self.corr.stats), "sources": sources, "agent_poll_errors": self.agent_errors}
+                "stats": dict(self.corr.stats), "sources": sources, "agent_poll_errors": self.agent_errors,
+                "engine_errors": self.engine_errors}
 
     def _write_snapshot(self, now, force=False):
         doc = self.current(now)
@@ -516,9 +531,13 @@ def main(argv=None):
                     live.agent_errors += 1
                     if live.agent_errors <= LOGGED_BAD_LINES or live.agent_errors % 100 == 0:
                         log("agent_down from %s: %s (#%d)" % (args.prometheus, exc, live.agent_errors))
-            for event in live.step(now, extra):
-                case = event["case"]
-                log("case %s %s: %s" % (case["state"], case["id"], case["root_cause"]))
+            try:
+                for event in live.step(now, extra):
+                    case = event["case"]
+                    log("case %s %s: %s" % (case["state"], case["id"], case["root_cause"]))
+            except (OSError, ValueError) as exc:
+                # the case file or the current cases cannot be written (disk full...): said, retried next round
+                log("round failed: %s" % exc)
             if t_end is not None and time.monotonic() >= t_end:
                 break
             # bounded wait; a signal ends it early (the handler runs, the loop sees ``stop``)

@@ -350,3 +350,23 @@ def test_program_stops_cleanly_on_sigterm(tmp_path):
     assert "stopped (signal 15)" in out and "bad line #1 from z1r1h1" in out
     data = json.loads(snap.read_text())
     assert data["sources"]["z1r1h1"]["bad_lines"] == 1 and data["open"] == []
+
+
+def test_an_engine_error_is_counted_and_correlation_goes_on(tmp_path):
+    fault = Fault("nic", T0, T0 + 300, host="z1r2h3", nic=2)
+    dets = sim_detections([fault], T0 + 400)
+    logged = []
+    lv, sources = make_live(tmp_path, hosts_of(dets), log=logged.append)
+    real = lv.corr.feed
+    calls = []
+
+    def flaky(det):
+        calls.append(det)
+        if len(calls) == 3:
+            raise TypeError("a defect")
+        return real(det)
+    lv.corr.feed = flaky
+    events = run(lv, sources, dets, T0 - 60, T0 + 1100)
+    assert lv.engine_errors == 1 and "correlation error #1" in logged[0] and "TypeError: a defect" in logged[0]
+    assert [e["case"]["state"] for e in events][0] == "open" and events[-1]["case"]["state"] == "closed"
+    assert lv.current(T0 + 1100)["engine_errors"] == 1
