@@ -172,6 +172,10 @@ def main():
             snap = health.read_text(p["cases_snapshot"], "cases_snapshot", "give the live correlator's current cases "
                                     "(lab_monitoring returns it as cases) or leave cases_snapshot unset")
             sources["correlator_updated_at"] = health.check_fresh(snap, p["cases_snapshot"], now, p["max_age"])
+            engine_errors = json.loads(snap).get("engine_errors") or 0
+            if engine_errors:
+                module.warn("the live correlator counted %s correlation error(s) (see its log): detections may be "
+                            "missing from the cases" % engine_errors)
         if p["prometheus_url"]:
             url = health.prometheus_query_url(p["prometheus_url"], p["period"], now)
             try:
