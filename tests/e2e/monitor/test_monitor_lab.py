@@ -253,7 +253,17 @@ def test_loss_on_one_nic_is_one_case_of_that_nic_in_the_case_file_and_in_health(
             got = [c for c in case_lines() if c["state"] == "open" and c["scope"].get("host") == CASE_HOST
                    and (c["start"] or 0) >= t0 - 5]
             return got or None
-        mine = wait_for("a case for %s %s in %s" % (CASE_HOST, CASE_NIC, CASE_FILE), opened, 200)
+        try:
+            mine = wait_for("a case for %s %s in %s" % (CASE_HOST, CASE_NIC, CASE_FILE), opened, 200)
+        except AssertionError as exc:
+            # what the correlator read and did, and the agent's own events (the evidence to tell where it stopped)
+            snap = correlator_snapshot()
+            own = in_host(CASE_HOST, "tail", "-n", "5", "/var/log/netscale-multinic/fabric-monitor-events.jsonl",
+                          check=False).stdout
+            log = in_host(CASE_HOST, "true").stdout + open(MON_DIR + "/correlator.log").read()[-3000:]
+            raise AssertionError("%s\nsources: %s\nstats: %s engine_errors: %s\ncase lines: %s\nagent events: %s\n"
+                                 "correlator.log: %s" % (exc, snap["sources"], snap["stats"], snap.get("engine_errors"),
+                                                         case_lines()[-5:], own, log))
     finally:
         ops.set_loss(lb, CASE_HOST, CASE_NIC, False)
     case = mine[0]
