@@ -162,6 +162,52 @@ def test_live_correlator_runs_and_sees_no_network_case_without_a_fault(monitored
     assert [r["pid"] for r in now] == [recs[0]["pid"]]
 
 
+def test_loss_on_one_nic_is_one_case_of_that_nic_in_the_case_file_and_in_health(monitored_lab):
+    # runs on the clean lab, before the other faults: a case they leave open (quiet: 600 s) on this host would take
+    # these detections as an update, not a new case
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
+    lb = lab()
+    t0 = time.time()
+    ops.set_loss(lb, CASE_HOST, CASE_NIC, True)
+    try:
+        def opened():
+            got = [c for c in case_lines() if c["state"] == "open" and c["scope"].get("host") == CASE_HOST
+                   and (c["start"] or 0) >= t0 - 5]
+            return got or None
+        try:
+            mine = wait_for("a case for %s %s in %s" % (CASE_HOST, CASE_NIC, CASE_FILE), opened, 200)
+        except AssertionError as exc:
+            # what the correlator read and did, and the agent's own events (the evidence to tell where it stopped)
+            snap = correlator_snapshot()
+            own = in_host(CASE_HOST, "tail", "-n", "5", "/var/log/netscale-multinic/fabric-monitor-events.jsonl",
+                          check=False).stdout
+            log = in_host(CASE_HOST, "true").stdout + open(MON_DIR + "/correlator.log").read()[-3000:]
+            raise AssertionError("%s\nsources: %s\nstats: %s engine_errors: %s\ncase lines: %s\nagent events: %s\n"
+                                 "correlator.log: %s" % (exc, snap["sources"], snap["stats"], snap.get("engine_errors"),
+                                                         case_lines()[-5:], own, log))
+    finally:
+        ops.set_loss(lb, CASE_HOST, CASE_NIC, False)
+    case = mine[0]
+    snap = correlator_snapshot()
+    assert snap["engine_errors"] == 0 and time.time() - snap["updated_at"] < 30, snap
+    assert case["scope"]["kind"] == "nic", case
+    assert (case["scope"]["id"], case["scope"]["nic"], case["scope"]["port"], case["scope"]["tor"]) == \
+        ("lab-r1-h2/nic3", 2, "host2-2", "lab-r1-tor"), case["scope"]
+    assert case["opened_at"] - t0 <= 150, (case["opened_at"] - t0)
+    # one case for this fault: no other network case started with it
+    others = [c for c in case_lines() if c["scope"]["kind"] in NETWORK_KINDS and (c["start"] or 0) >= t0 - 5
+              and c["id"] != case["id"]]
+    assert others == [], others
+    # health.yml reports it (open: quiet is 600 s), with bad minutes of the lab's racks, in three files
+    p = labsnap.playbook("playbooks/health.yml")
+    assert "Open cases: " in p.stdout and case["id"] in p.stdout, p.stdout[-3000:]
+    with open(MON_DIR + "/health/health.json") as f:
+        rep = json.load(f)
+    assert case["id"] in [c["id"] for c in rep["open_cases"] + rep["recent_cases"]]
+    assert set(rep["racks"]) == {"lab-r1", "lab-r2"}
+    assert sorted(os.listdir(MON_DIR + "/health")) == ["health.json", "health.md", "health.svg"]
+
+
 def test_loss_on_one_tor_port_shows_on_that_path_only(monitored_lab):
     from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
     lb = lab()
@@ -241,47 +287,3 @@ def test_sli_rules_are_loaded_and_evaluate(monitored_lab):
     assert all(r["health"] == "ok" for g in data["data"]["groups"] for r in g["rules"]), data
     zones = wait_for("zone loss ratio recorded", lambda: query("fabric_monitor:loss_ratio:zone_1m"), 30)
     assert zones[0][0]["zone"] == "lab-az1"
-
-
-def test_loss_on_one_nic_is_one_case_of_that_nic_in_the_case_file_and_in_health(monitored_lab):
-    from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
-    lb = lab()
-    t0 = time.time()
-    ops.set_loss(lb, CASE_HOST, CASE_NIC, True)
-    try:
-        def opened():
-            got = [c for c in case_lines() if c["state"] == "open" and c["scope"].get("host") == CASE_HOST
-                   and (c["start"] or 0) >= t0 - 5]
-            return got or None
-        try:
-            mine = wait_for("a case for %s %s in %s" % (CASE_HOST, CASE_NIC, CASE_FILE), opened, 200)
-        except AssertionError as exc:
-            # what the correlator read and did, and the agent's own events (the evidence to tell where it stopped)
-            snap = correlator_snapshot()
-            own = in_host(CASE_HOST, "tail", "-n", "5", "/var/log/netscale-multinic/fabric-monitor-events.jsonl",
-                          check=False).stdout
-            log = in_host(CASE_HOST, "true").stdout + open(MON_DIR + "/correlator.log").read()[-3000:]
-            raise AssertionError("%s\nsources: %s\nstats: %s engine_errors: %s\ncase lines: %s\nagent events: %s\n"
-                                 "correlator.log: %s" % (exc, snap["sources"], snap["stats"], snap.get("engine_errors"),
-                                                         case_lines()[-5:], own, log))
-    finally:
-        ops.set_loss(lb, CASE_HOST, CASE_NIC, False)
-    case = mine[0]
-    snap = correlator_snapshot()
-    assert snap["engine_errors"] == 0 and time.time() - snap["updated_at"] < 30, snap
-    assert case["scope"]["kind"] == "nic", case
-    assert (case["scope"]["id"], case["scope"]["nic"], case["scope"]["port"], case["scope"]["tor"]) == \
-        ("lab-r1-h2/nic3", 2, "host2-2", "lab-r1-tor"), case["scope"]
-    assert case["opened_at"] - t0 <= 150, (case["opened_at"] - t0)
-    # one case for this fault: no other network case started with it
-    others = [c for c in case_lines() if c["scope"]["kind"] in NETWORK_KINDS and (c["start"] or 0) >= t0 - 5
-              and c["id"] != case["id"]]
-    assert others == [], others
-    # health.yml reports it (open: quiet is 600 s), with bad minutes of the lab's racks, in three files
-    p = labsnap.playbook("playbooks/health.yml")
-    assert "Open cases: " in p.stdout and case["id"] in p.stdout, p.stdout[-3000:]
-    with open(MON_DIR + "/health/health.json") as f:
-        rep = json.load(f)
-    assert case["id"] in [c["id"] for c in rep["open_cases"] + rep["recent_cases"]]
-    assert set(rep["racks"]) == {"lab-r1", "lab-r2"}
-    assert sorted(os.listdir(MON_DIR + "/health")) == ["health.json", "health.md", "health.svg"]
