@@ -51,6 +51,9 @@ PROGRAMS = (
     HostProgram(target="roles/fabric_monitor/files/netscale-fabric-monitor.py",
                 entry="monitor.agent",
                 summary="netscale.multinic fabric monitoring agent: probes per NIC, responder, passive signals."),
+    HostProgram(target="roles/fabric_monitor/files/netscale-case-correlator.py",
+                entry="monitor.live",
+                summary="netscale.multinic live correlator: the agents' detection events in, the case file out."),
 )
 
 

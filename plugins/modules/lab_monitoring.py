@@ -16,6 +16,8 @@ description:
     for every spine and ToR (BGP and BFD state), and the agent program in responder-only mode on the storage node.
   - The agents listen inside the GPU hosts' network namespaces; a relay process on O(listen) connects to each
     from inside that namespace, so a fault on a data NIC is never read as the agent being down.
+  - Starts the live correlator, which reads every GPU host's detection events and writes the case file and the
+    current cases (returned as RV(case_file) and RV(cases)).
   - Every process is recorded in the lab's state file by PID; the lab's teardown (or O(state=absent)) stops them.
     A second run with the same settings changes nothing.
   - The recording rules give the SLIs (good and bad minutes per NIC, host, rack and zone); see docs/monitoring.md.
@@ -55,6 +57,18 @@ options:
     description: The bundled agent program (the fabric_monitor role's C(files/netscale-fabric-monitor.py)), run in
       responder-only mode on the storage node.
     type: path
+  correlator_program:
+    description:
+      - The bundled live correlator (the fabric_monitor role's C(files/netscale-case-correlator.py)); default the file
+        of that name beside O(agent_program).
+      - It tails every GPU host's events file, correlates, and writes the case file (C(cases.jsonl), one case event
+        per line, what the EDA source C(netscale.multinic.case_file) reads) and the current cases (C(cases.json))
+        in the monitoring directory; see docs/operations.md.
+    type: path
+  events_file:
+    description: The agents' events file inside the hosts (fabric_monitor_events_file); read from the controller.
+    type: str
+    default: /var/log/netscale-multinic/fabric-monitor-events.jsonl
   scrape_interval:
     description: Scrape and rule evaluation interval of Prometheus.
     type: str
@@ -109,6 +123,20 @@ storage_target:
   description: The storage node as a fabric_monitor target (name, ipv4, ipv6), for fabric_monitor_targets.
   returned: state=present
   type: dict
+case_file:
+  description: The live correlator's case file (JSON lines, one case event per open, update or close).
+  returned: state=present
+  type: str
+  sample: /run/netscale-multinic/lab/lab/monitoring/cases.jsonl
+cases:
+  description: The current cases (open and recently closed, the correlator's counters), rewritten atomically.
+  returned: state=present
+  type: str
+  sample: /run/netscale-multinic/lab/lab/monitoring/cases.json
+events_files:
+  description: GPU hosts' events files the correlator reads.
+  returned: state=present
+  type: int
 stopped:
   description: Processes stopped.
   returned: state=absent
@@ -134,6 +162,8 @@ def main():
             agent_port=dict(type="int", default=9581),
             probe_port=dict(type="int", default=31874),
             agent_program=dict(type="path"),
+            correlator_program=dict(type="path"),
+            events_file=dict(type="str", default="/var/log/netscale-multinic/fabric-monitor-events.jsonl"),
             scrape_interval=dict(type="str", default="5s"),
             loss_threshold=dict(type="float", default=0.01),
             min_probes=dict(type="int", default=10),
@@ -151,7 +181,8 @@ def main():
                 lab, check=module.check_mode, listen=p["listen"], port=p["port"], relay_port=p["relay_port"],
                 frr_port=p["frr_port"], agent_port=p["agent_port"], probe_port=p["probe_port"],
                 agent_program=p["agent_program"], scrape_interval=p["scrape_interval"],
-                threshold=p["loss_threshold"], min_probes=p["min_probes"])
+                threshold=p["loss_threshold"], min_probes=p["min_probes"],
+                correlator_program=p["correlator_program"], events_file=p["events_file"])
     except Exception as e:  # pylint: disable=broad-except
         module.fail_json(msg=str(e))
     module.exit_json(**result)

@@ -22,6 +22,12 @@ PID, and ``state: absent`` stops them alone.
   the namespace.
 * **Storage responder**: the agent program in responder-only mode inside the storage namespace, so
   the hosts' probes to storage (a configured target) are answered.
+* **Live correlator** (the bundled ``netscale-case-correlator.py``, :mod:`..monitor.live`): tails every GPU
+  host's events file from the controller side (the host's overlay upper dir, ``<node dir>/upper/<events
+  file>``: what the agent appends inside the host, without entering it), feeds the correlation with the
+  lab's topology (``topology.json``: names, NIC counts and ids only) and Prometheus's
+  ``fabric_monitor:agent_down``, and writes the case file ``cases.jsonl`` and the current cases
+  ``cases.json`` in the monitoring directory.
 """
 
 from __future__ import annotations
@@ -37,12 +43,16 @@ import time
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError, alive, kill, start_time, wait_gone
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import State, load
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name
+from ansible_collections.netscale.multinic.plugins.module_utils.monitor import live as livemod
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor import probe as probemod
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor import rules
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
 NAME_PREFIX = "monitoring/"
 PROMETHEUS = "/usr/bin/prometheus"
 FRR_EXPORTER = "/usr/bin/prometheus-frr-exporter"
+EVENTS_FILE = "/var/log/netscale-multinic/fabric-monitor-events.jsonl"   # the agent's default (agent.py)
+CORRELATOR_PROGRAM = "netscale-case-correlator.py"   # beside the agent program in the role's files/
 
 RELAY_SOURCE = r'''
 import ctypes, json, os, select, socket, sys, threading
@@ -117,10 +127,24 @@ RELAY_OFFSET = 10
 FRR_OFFSET = 110
 
 
+def host_events_path(lab, host, events_file=EVENTS_FILE):
+    """Where a GPU host's events file is seen from the controller: the host's overlay upper dir (the file is
+    created by the agent inside the host, so it lives in the upper layer; a restarted host keeps its dir)."""
+    return os.path.join(lab.node_dir(host), "upper", events_file.lstrip("/"))
+
+
 def layout(lab, listen="127.0.0.1", port=19090, relay_port=None, frr_port=None, agent_port=9581,
-           probe_port=probemod.PORT, agent_program=None, scrape_interval="5s", threshold=0.01, min_probes=10):
-    """What runs: {"prometheus": {...}, "relay": {...}, "frr": [...], "responder": {...}, "config", "rules"}."""
+           probe_port=probemod.PORT, agent_program=None, scrape_interval="5s", threshold=0.01, min_probes=10,
+           correlator_program=None, events_file=EVENTS_FILE):
+    """What runs: {"prometheus": {...}, "relay": {...}, "frr": [...], "responder": {...}, "correlator": {...},
+    "config", "rules"}."""
     rules.check(threshold, min_probes)
+    # one spelling of each program path, so that the digest (a second run changes nothing) does not depend on it
+    agent_program = os.path.realpath(agent_program) if agent_program else agent_program
+    correlator_program = os.path.realpath(correlator_program) if correlator_program else correlator_program
+    if correlator_program is None and agent_program:
+        correlator_program = os.path.join(os.path.dirname(agent_program), CORRELATOR_PROGRAM)
+    mon_dir = os.path.join(lab.sdir, "monitoring")
     relay_port = port + RELAY_OFFSET if relay_port is None else relay_port
     frr_port = port + FRR_OFFSET if frr_port is None else frr_port
     hosts = []
@@ -139,8 +163,15 @@ def layout(lab, listen="127.0.0.1", port=19090, relay_port=None, frr_port=None, 
     agents = [{"address": "%s:%d" % (listen, h["listen_port"]), "host": h["host"], "rack": h["rack"],
                "zone": h["zone"]} for h in hosts]
     storage = lab.spec.storage_addr
+    correlator = {
+        "program": correlator_program, "topology": os.path.join(mon_dir, "topology.json"),
+        "index": livemod.index_data(lab.spec.racks, lab.spec.spines),
+        "events": [{"host": h["host"], "path": host_events_path(lab, h["host"], events_file)} for h in hosts],
+        "case_file": os.path.join(mon_dir, "cases.jsonl"), "snapshot": os.path.join(mon_dir, "cases.json"),
+        "prometheus": "http://%s:%d" % (listen, port),
+    }
     return {
-        "listen": listen, "port": port, "dir": os.path.join(lab.sdir, "monitoring"),
+        "listen": listen, "port": port, "dir": mon_dir, "correlator": correlator,
         "relay": {"listen": listen, "hosts": hosts, "state_file": lab.state_file, "timeout": 5.0},
         "frr": frr,
         "responder": {"netns": netns_name(lab.spec.storage_name), "port": probe_port, "program": agent_program,
@@ -255,6 +286,22 @@ def _wait_http(listen, port, path, proc, timeout, what, log):
     raise LabError("%s did not answer at http://%s:%d%s within %ss (%s)" % (what, listen, port, path, timeout, last))
 
 
+def _wait_file(path, proc, timeout, what, log, since=None):
+    """Wait until ``proc`` has written ``path`` (the correlator's first snapshot: it started and read its input)."""
+    deadline = time.monotonic() + timeout
+    since = time.time() - 1.0 if since is None else since
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LabError("%s exited at start (rc=%s); its log ends: %s" % (what, proc.returncode, log_tail(log)))
+        try:
+            if os.stat(path).st_mtime >= since:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise LabError("%s wrote no %s within %ss; its log ends: %s" % (what, path, timeout, log_tail(log)))
+
+
 def start(lab, check=False, **kw):
     """Start (or keep) Prometheus, the relay, the FRR exporters and the storage responder."""
     data = load(lab.fabric, lab.state_root)
@@ -267,8 +314,10 @@ def start(lab, check=False, **kw):
     digest = _digest(lay)
     running, have, recs = status(lab)
     url = "http://%s:%d" % (lay["listen"], lay["port"])
+    cor = lay["correlator"]
     result = {"changed": False, "url": url, "dir": lay["dir"], "targets": len(lay["relay"]["hosts"]),
-              "frr_exporters": len(lay["frr"]), "storage_target": storage_target(lab)}
+              "frr_exporters": len(lay["frr"]), "storage_target": storage_target(lab),
+              "case_file": cor["case_file"], "cases": cor["snapshot"], "events_files": len(cor["events"])}
     if running and have == digest:
         return result
     result["changed"] = True
@@ -291,6 +340,9 @@ def start(lab, check=False, **kw):
     if not program or not os.path.isfile(program):
         raise LabError("agent_program: %r is not a file; pass roles/fabric_monitor/files/netscale-fabric-monitor.py"
                        % (program,))
+    if not cor["program"] or not os.path.isfile(cor["program"]):
+        raise LabError("correlator_program: %r is not a file; pass roles/fabric_monitor/files/%s (built by "
+                       "python -m labkit.host_programs)" % (cor["program"], CORRELATOR_PROGRAM))
     d = lay["dir"]
     state = State(lab.fabric, lab.state_root, data)
     if not os.path.isdir(d):
@@ -330,11 +382,20 @@ def start(lab, check=False, **kw):
                        "--storage.tsdb.retention.time=2d", "--web.enable-lifecycle"],
                       d, digest, "prometheus.log")
         _wait_http(lay["listen"], lay["port"], "/-/ready", prom, 30.0, "prometheus", os.path.join(d, "prometheus.log"))
+        atomic_write(cor["topology"], json.dumps(cor["index"], indent=1, sort_keys=True) + "\n")
+        argv = ["/usr/bin/python3", "-I", "-S", cor["program"], "--topology", cor["topology"],
+                "--case-file", cor["case_file"], "--snapshot", cor["snapshot"], "--prometheus", cor["prometheus"]]
+        for item in cor["events"]:
+            argv += ["--events", "%s=%s" % (item["host"], item["path"])]
+        spawned_at = time.time()
+        correlator = _spawn(lab, state, "correlator", argv, d, digest, "correlator.log")
         with open(os.path.join(d, "url"), "w") as f:
             f.write(url + "\n")
         if relay.poll() is not None:
             raise LabError("the scrape relay exited at start (rc=%s); its log (%s/relay.log) ends: %s"
                            % (relay.returncode, d, log_tail(os.path.join(d, "relay.log"))))
+        _wait_file(cor["snapshot"], correlator, 20.0, "the live correlator", os.path.join(d, "correlator.log"),
+                   since=spawned_at - 1.0)
     except Exception:
         stop(lab)
         raise

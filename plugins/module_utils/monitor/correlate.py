@@ -809,12 +809,14 @@ def _vote(paths, bonus, need):
         by_end.setdefault(a, []).append(i)
         by_end.setdefault(b, []).append(i)
     score = {e: len(p) + bonus.get(e, 0) for e, p in remaining.items()}
-    heap = [(-s, e) for e, s in score.items()]
+    # Ties are broken by the end's (host, NIC), a NIC-less end (None) first: comparing the ends themselves would
+    # compare None with a NIC number when one host is an end both with and without a NIC (TypeError).
+    heap = [(-s, e[0], -1 if e[1] is None else e[1], e) for e, s in score.items()]
     heapq.heapify(heap)
     taken = [False] * len(paths)
     blamed = {}
     while heap:
-        s, end = heapq.heappop(heap)
+        s, _host, _nic, end = heapq.heappop(heap)
         s = -s
         if s != score.get(end) or s < need[end]:
             continue
@@ -831,7 +833,7 @@ def _vote(paths, bonus, need):
             if peers is not None and end[0] in peers and far in score:
                 peers.discard(end[0])
                 score[far] = len(peers) + bonus.get(far, 0)
-                heapq.heappush(heap, (-score[far], far))
+                heapq.heappush(heap, (-score[far], far[0], -1 if far[1] is None else far[1], far))
         if not got:
             del blamed[end]
     leftover = [p for i, p in enumerate(paths) if not taken[i]]

@@ -275,3 +275,24 @@ def test_a_case_id_does_not_change_when_an_earlier_detection_joins_late():
     before = case.id
     corr.feed(Detection(T0 - 200, "nic_errors", host="z1r2h3", nic=2, value=3, source="counters"))  # late, earlier
     assert case.start == T0 - 200 and case.id == before
+
+
+def test_a_host_that_is_a_path_end_with_and_without_a_nic_does_not_break_the_vote():
+    """Regression (the live lab, loss on one ToR port): a host probed without a target NIC and probing from one of
+    its NICs is two ends, (host, None) and (host, nic); with equal scores the vote compared None with the NIC
+    number (TypeError) and the live correlator died."""
+    import os
+    import yaml
+    from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    with open(os.path.join(root, "inventories", "lab", "fabric.yml")) as handle:
+        lab = FabricIndex.from_topology(load_topology(yaml.safe_load(handle), "lab"))
+    t0 = 3000 * 60.0
+    dets = []
+    for k in range(12):
+        t = t0 + 10 * k + 5
+        for target in ("lab-r1-h1", "lab-r2-h1", "lab-storage"):
+            dets.append(Detection(t, "path_loss", host="lab-r1-h2", nic=3, target=target, value=1.0, source="probe"))
+        dets.append(Detection(t, "path_loss", host="lab-r2-h1", nic=3, target="lab-r1-h2", value=0.5, source="probe"))
+    cases, _stats = correlate(dets, lab)
+    assert [(c["scope"]["kind"], c["scope"]["id"]) for c in cases] == [("nic", "lab-r1-h2/nic3")]

@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/health.yml through Ansible (module netscale.multinic.fabric_health): the three files beside each
+other, a second run with the same inputs changes nothing, check mode writes nothing, and missing evidence
+(no case file, Prometheus unreachable, a stale correlator, a bad setting) fails naming what and the fix, with
+nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+           ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+           PATH=os.path.join(ROOT, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+T0 = 29500000 * 60.0
+
+
+def play(tmp_path, *extra, check=False):
+    argv = [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), os.path.join(ROOT, "playbooks", "health.yml"),
+            "-e", "health_monitoring_dir=%s" % (tmp_path / "mon"), "-e", "health_now=%d" % (T0 + 600)]
+    argv += list(extra)
+    if check:
+        argv.append("--check")
+    p = subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300, check=False)
+    out = json.loads(p.stdout[p.stdout.index("{"):])
+    task = [t for t in out["plays"][0]["tasks"] if t["task"]["name"] == "Build the health report"]
+    return p.returncode, task[0]["hosts"]["localhost"] if task else None, out
+
+
+def inputs(tmp_path, updated_at=T0 + 590):
+    mon = tmp_path / "mon"
+    mon.mkdir()
+    case = {"id": "lab-r2-h1/nic2@%d" % T0, "state": "open", "scope": {"kind": "nic", "id": "lab-r2-h1/nic2",
+            "host": "lab-r2-h1", "nic": 1}, "root_cause": "NIC 2 of lab-r2-h1", "detections": 9, "start": T0,
+            "end": None, "repeats": 1, "opened_at": T0 + 60, "evidence": {}, "absorbed": []}
+    (mon / "cases.jsonl").write_text(json.dumps({"case": case}) + "\n")
+    (mon / "cases.json").write_text(json.dumps({"updated_at": updated_at, "open": []}))
+    samples = []
+    for i in range(10):
+        samples.append({"time": T0 + i * 60 + 5, "host": "lab-r2-h1", "nic": 2, "answered": 90,
+                        "lost": 10 if i < 4 else 0, "rack": "lab-r2"})
+        samples.append({"time": T0 + i * 60 + 5, "host": "lab-r1-h1", "nic": 1, "answered": 100, "lost": 0,
+                        "rack": "lab-r1"})
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return mon
+
+
+def test_health_report_written_then_unchanged_and_check_mode_writes_nothing(tmp_path):
+    mon = inputs(tmp_path)
+    samples = "health_samples_file=%s" % (tmp_path / "samples.jsonl")
+    rc, res, _out = play(tmp_path, "-e", samples, check=True)
+    assert rc == 0 and res["changed"] is True and not (mon / "health").exists()
+    rc, res, _out = play(tmp_path, "-e", samples)
+    assert rc == 0 and res["changed"] is True, res
+    assert sorted(os.listdir(mon / "health")) == ["health.json", "health.md", "health.svg"]
+    assert [c["scope"] for c in res["open_cases"]] == ["nic lab-r2-h1/nic2"]
+    assert res["racks"]["lab-r2"] == {"good": 6, "bad": 4, "sli": 0.6}
+    md = (mon / "health" / "health.md").read_text()
+    assert "## Open cases: 1" in md and "| lab-r2 | 4 | 6 |" in md
+    rc, res, _out = play(tmp_path, "-e", samples)
+    assert rc == 0 and res["changed"] is False
+
+
+def test_missing_evidence_fails_naming_it_and_writes_nothing(tmp_path):
+    mon = inputs(tmp_path)
+    samples = "health_samples_file=%s" % (tmp_path / "samples.jsonl")
+    rc, res, dummy = play(tmp_path, "-e", samples, "-e", "health_case_file=%s" % (mon / "none.jsonl"))
+    assert rc != 0 and "case_file: cannot read it: No such file or directory" in res["msg"] and "Fix:" in res["msg"]
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()                     # nothing listens there now
+    rc, res, dummy = play(tmp_path, "-e", "health_prometheus_url=http://127.0.0.1:%d" % port)
+    assert rc != 0 and "prometheus_url: unreachable or not Prometheus" in res["msg"] and "Fix: start the lab's" in res["msg"]
+    assert not (mon / "health").exists()
+
+
+def test_a_stale_correlator_or_a_bad_setting_fails(tmp_path):
+    mon = inputs(tmp_path, updated_at=T0 - 3600)
+    samples = "health_samples_file=%s" % (tmp_path / "samples.jsonl")
+    rc, res, dummy = play(tmp_path, "-e", samples)
+    assert rc != 0 and "the live correlator last wrote 4200 s ago" in res["msg"]
+    rc, res, dummy = play(tmp_path, "-e", samples, "-e", "health_period=30", "-e", "health_cases_snapshot=")
+    assert rc != 0 and "period: expected seconds >= 60 (value: 30)" in res["msg"] and "Fix:" in res["msg"]
+    assert not (mon / "health").exists()
