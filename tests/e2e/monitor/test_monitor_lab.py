@@ -116,7 +116,6 @@ MON_DIR = "/run/netscale-multinic/lab/lab/monitoring"
 CASE_FILE = MON_DIR + "/cases.jsonl"
 CASES = MON_DIR + "/cases.json"
 NETWORK_KINDS = ("nic", "host", "tor", "uplink", "spine", "zone")
-CASE_HOST, CASE_NIC = "lab-r1-h2", "eth2"     # NIC 3 of lab-r1-h2 (plan index 2), ToR port lab-r1-tor:host2-2
 
 
 def case_lines():
