@@ -7,22 +7,12 @@ import os
 import pytest
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import monitoring
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor import live
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-TOPOLOGY = os.path.join(REPO, "inventories", "lab", "fabric.yml")
 AGENT = os.path.join(REPO, "roles", "fabric_monitor", "files", "netscale-fabric-monitor.py")
 
-
-@pytest.fixture
-def ready_lab(tmp_path):
-    lab = open_lab(TOPOLOGY, state_root=str(tmp_path))
-    os.makedirs(lab.sdir)
-    with open(lab.state_file, "w") as f:
-        json.dump({"fabric": lab.fabric, "status": "ready", "nodes": {}, "resources": []}, f)
-    return lab
 
 
 def test_the_correlator_reads_every_gpu_host_from_its_overlay_upper_dir(ready_lab, tmp_path):

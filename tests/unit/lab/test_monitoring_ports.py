@@ -1,27 +1,15 @@
 """Lab monitoring's ports: the relay and exporter blocks follow Prometheus's port, and a port already in use
 fails the start naming it, before anything is started or recorded (two labs side by side, the CI lanes)."""
-import json
 import os
 import socket
 
 import pytest
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import monitoring
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-TOPOLOGY = os.path.join(REPO, "inventories", "lab", "fabric.yml")
 
-
-@pytest.fixture
-def ready_lab(tmp_path):
-    """The lab inventory's fabric with a state file saying "ready" (no node runs: nothing here starts one)."""
-    lab = open_lab(TOPOLOGY, state_root=str(tmp_path))
-    os.makedirs(lab.sdir)
-    with open(lab.state_file, "w") as f:
-        json.dump({"fabric": lab.fabric, "status": "ready", "nodes": {}, "resources": []}, f)
-    return lab
 
 
 def test_relay_and_exporter_ports_follow_prometheus_port(ready_lab):
