@@ -14,7 +14,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 AGENT = os.path.join(REPO, "roles", "fabric_monitor", "files", "netscale-fabric-monitor.py")
 
 
-
 def test_the_correlator_reads_every_gpu_host_from_its_overlay_upper_dir(ready_lab, tmp_path):
     lay = monitoring.layout(ready_lab, port=20500, agent_program=AGENT)
     cor = lay["correlator"]

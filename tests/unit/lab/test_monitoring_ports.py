@@ -11,7 +11,6 @@ from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-
 def test_relay_and_exporter_ports_follow_prometheus_port(ready_lab):
     lay = monitoring.layout(ready_lab, port=20000, agent_program="/x")
     ports = dict(monitoring.tcp_ports(lay))
