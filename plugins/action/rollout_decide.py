@@ -49,12 +49,15 @@ class ActionModule(ActionBase):
         names = list(groups.get("gpu_hosts") or [])
         tors = list(groups.get("tors") or [])
         raws = dict((h, self._raw(hostvars, h)) for h in names)
-        gpu = dict((h, self._templar.template(raws[h].get("multinic_host"))) for h in names)
+        # Only a host's rack and ToR are read (each templated alone): templating a whole multinic_host walks
+        # every NIC and task slot of it, which was most of a region's preflight (docs/performance.md).
+        gpu = dict((h, self._placement(raws[h].get("multinic_host"))) for h in names)
         rack_tors = {}
         for t in tors:
-            rack = self._fact(task_vars, t, "multinic_rack") or {}
-            if isinstance(rack, dict) and rack.get("name") is not None:
-                rack_tors[rack["name"]] = t
+            rack = self._raw(hostvars, t).get("multinic_rack")
+            name = self._templar.template(rack.get("name")) if isinstance(rack, dict) else None
+            if name is not None:
+                rack_tors[name] = t
         first = (names or tors or [None])[0]
         fabric = self._fact(task_vars, first, "multinic_fabric_name", "") if first else ""
         topology_gpu = None
@@ -89,7 +92,8 @@ class ActionModule(ActionBase):
                 md5.append({"host": h, "required": True, "host_key": bool(keys_of(h).get(h)),
                             "tor_key": bool(keys_of(src).get(h))})
         out = decide.inventory(gpu, tors, groups.get("spines") or [], topology_gpu_hosts=topology_gpu, md5=md5)
-        out.update(hosts=[gpu[h] for h in names if isinstance(gpu[h], dict)], rack_tors=rack_tors, fabric=fabric,
+        out.update(hosts=[dict(name=h, rack=gpu[h].get("rack")) for h in names if isinstance(gpu[h], dict)],
+                   rack_tors=rack_tors, fabric=fabric,
                    gpu_hosts=names)
         if out["problems"]:
             out.update(failed=True, msg="inventory %s: %s. Need group gpu_hosts with multinic_host on every host (the "
@@ -149,6 +153,14 @@ class ActionModule(ActionBase):
     def _restore_tors(self, args, _task_vars):
         return {"restore": decide.restore_tors(args["all_waves"], args["wave"], args["rack_tors"], args["tors"],
                                                args["skip_tors"])}
+
+    def _placement(self, multinic_host):
+        """``{rack, tor}`` of a host's (untemplated) ``multinic_host``, or None when it has none."""
+        if not isinstance(multinic_host, dict):
+            multinic_host = self._templar.template(multinic_host)   # a template or a variable's name
+        if not isinstance(multinic_host, dict):
+            return None
+        return dict((k, self._templar.template(multinic_host.get(k))) for k in ("rack", "tor"))
 
     @staticmethod
     def _raw(hostvars, host):

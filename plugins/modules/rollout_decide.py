@@ -214,7 +214,8 @@ slice_empty:
   returned: decision=inventory
   type: bool
 hosts:
-  description: V(inventory) - C(multinic_host) of every GPU host of this job's inventory.
+  description: V(inventory) - every GPU host of this job's inventory that has C(multinic_host), in inventory order, as
+    C(name) and C(rack) (what M(netscale.multinic.rollout_journal) plans the waves from).
   returned: decision=inventory
   type: list
   elements: dict
