@@ -48,13 +48,14 @@ class ActionModule(ActionBase):
         hostvars = task_vars.get("hostvars") or {}
         names = list(groups.get("gpu_hosts") or [])
         tors = list(groups.get("tors") or [])
-        raws = dict((h, self._raw(hostvars, h)) for h in names)
+        raws = {}
+        own = self._host_var_reader(hostvars, raws)
         # Only a host's rack and ToR are read (each templated alone): templating a whole multinic_host walks
         # every NIC and task slot of it, which was most of a region's preflight (docs/performance.md).
-        gpu = dict((h, self._placement(raws[h].get("multinic_host"))) for h in names)
+        gpu = dict((h, self._placement(own(h, "multinic_host"))) for h in names)
         rack_tors = {}
         for t in tors:
-            rack = self._raw(hostvars, t).get("multinic_rack")
+            rack = own(t, "multinic_rack")
             name = self._templar.template(rack.get("name")) if isinstance(rack, dict) else None
             if name is not None:
                 rack_tors[name] = t
@@ -78,17 +79,22 @@ class ActionModule(ActionBase):
                 cache[id(value)] = (value, self._templar.template(value) or {})
             return cache[id(value)][1]
 
+        # Whether TCP-MD5 is required is read as the tor_bgp role renders it: from the first ToR's
+        # tor_bgp_options (the role renders every ToR's config once, run_once). A host whose ToR is not in the
+        # inventory is read from its own variables.
         required = {}
         md5 = []
+        fleet_src = next((t for t in tors if t in hostvars), None)
         for h, mh in gpu.items():
             if not isinstance(mh, dict):
                 continue
             tor = mh.get("tor")
             src = tor if tor in hostvars else h
-            if src not in required:
-                options = self._fact(task_vars, src, "tor_bgp_options") or {}
-                required[src] = (options.get("md5") if isinstance(options, dict) else None) == "required"
-            if required[src]:
+            options_src = fleet_src if src == tor and fleet_src else src
+            if options_src not in required:
+                options = self._fact(task_vars, options_src, "tor_bgp_options") or {}
+                required[options_src] = (options.get("md5") if isinstance(options, dict) else None) == "required"
+            if required[options_src]:
                 md5.append({"host": h, "required": True, "host_key": bool(keys_of(h).get(h)),
                             "tor_key": bool(keys_of(src).get(h))})
         out = decide.inventory(gpu, tors, groups.get("spines") or [], topology_gpu_hosts=topology_gpu, md5=md5)
@@ -153,6 +159,26 @@ class ActionModule(ActionBase):
     def _restore_tors(self, args, _task_vars):
         return {"restore": decide.restore_tors(args["all_waves"], args["wave"], args["rack_tors"], args["tors"],
                                                args["skip_tors"])}
+
+    def _host_var_reader(self, hostvars, raws):
+        """``own(host, name)``: a variable the inventory sets on the host itself (multinic_host, multinic_rack).
+
+        Ansible's per-host variable pass (``hostvars.raw_get``: group variables, vars plugins, facts) costs about
+        a millisecond per host, 30 s for a region; the fabric inventory plugin sets these on the host, so they
+        are read from the inventory's host first. Ansible has no public handle on it: without one, or when the
+        host does not carry the variable itself, the per-host pass decides (``raws`` caches it)."""
+        inventory = getattr(hostvars, "_inventory", None)
+        get_host = getattr(inventory, "get_host", None)
+
+        def own(host, name):
+            host_obj = get_host(host) if get_host is not None else None
+            own_vars = getattr(host_obj, "vars", None)
+            if isinstance(own_vars, dict) and name in own_vars:
+                return own_vars[name]
+            if host not in raws:
+                raws[host] = self._raw(hostvars, host)
+            return raws[host].get(name)
+        return own
 
     def _placement(self, multinic_host):
         """``{rack, tor}`` of a host's (untemplated) ``multinic_host``, or None when it has none."""

@@ -159,19 +159,16 @@ def inventory(gpu_hosts, tors, spines, topology_gpu_hosts=None, md5=None):
     tors = list(tors or [])
     problems = []
     without = sorted(h for h, mh in gpu_hosts.items() if not isinstance(mh, dict))
-    racks, rack_tors = [], []
-    for mh in gpu_hosts.values():
-        if isinstance(mh, dict):
-            if mh.get("rack") not in racks:
-                racks.append(mh.get("rack"))
-            if mh.get("tor") not in rack_tors:
-                rack_tors.append(mh.get("tor"))
+    placed = [mh for mh in gpu_hosts.values() if isinstance(mh, dict)]
+    racks = list(dict.fromkeys(mh.get("rack") for mh in placed))       # in order, once each
+    rack_tors = list(dict.fromkeys(mh.get("tor") for mh in placed))
     slice_empty = not gpu_hosts and bool(topology_gpu_hosts)
     if not gpu_hosts and not slice_empty:
         problems.append("no host in group gpu_hosts")
     if without:
         problems.append("GPU host(s) without multinic_host: %s" % ", ".join(without))
-    missing_tors = [t for t in rack_tors if t not in tors]
+    in_tors = set(tors)
+    missing_tors = [t for t in rack_tors if t not in in_tors]
     if missing_tors:
         problems.append("ToR(s) %s not in group tors (has %s)" % (", ".join(map(str, missing_tors)), tors))
     if not list(spines or []):

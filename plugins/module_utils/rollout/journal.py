@@ -378,11 +378,7 @@ def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, star
             raise JournalError("rollout_end_wave=%r: no such wave in rollout %s (waves: %s)"
                                % (end_wave, rid, ", ".join(names)))
         end = names.index(end_wave) + 1
-    racks = []
-    for w in waves:
-        for r in w.get("racks") or []:
-            if r not in racks:
-                racks.append(r)
+    racks = list(dict.fromkeys(r for w in waves for r in w.get("racks") or []))
     unknown = [r for r in racks if r not in rack_tors]
     if rack_tors and unknown:
         raise JournalError("racks %s of rollout %s have no ToR in the inventory (group tors, multinic_rack.name); "

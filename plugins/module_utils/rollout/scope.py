@@ -139,7 +139,7 @@ def tors_from_written(written, tors):
         base = os.path.basename(str(path))
         if base.endswith(".cfg") and os.path.basename(os.path.dirname(str(path))) == "configs":
             names.add(base[:-len(".cfg")])
-    return sorted(n for n in names if n in set(tors or []))
+    return sorted(names & set(tors or []))
 
 
 def read_racks(plan_dir, loader):

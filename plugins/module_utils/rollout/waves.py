@@ -53,10 +53,9 @@ def plan_waves(hosts, canary=None, waves=("5%", "25%", "100%"), start_wave=None,
         raise WaveError("rollout: no GPU hosts in the play; check the inventory (group gpu_hosts) and --limit")
     names = [h["name"] for h in hosts]
     rack_of = dict((h["name"], h.get("rack")) for h in hosts)
-    racks = []
-    for h in hosts:
-        if h.get("rack") not in racks:
-            racks.append(h.get("rack"))
+    # order-preserving sets: a region has 30K hosts in 10K racks (list membership tests were quadratic)
+    racks = list(dict.fromkeys(h.get("rack") for h in hosts))
+    rack_pos = dict((r, i) for i, r in enumerate(racks))
     canary = canary or {}
     if not isinstance(canary, dict):
         raise WaveError("rollout_canary=%r: use {racks: [...]}, {hosts: [...]} or {percent: '10%%'}" % (canary,))
@@ -70,20 +69,23 @@ def plan_waves(hosts, canary=None, waves=("5%", "25%", "100%"), start_wave=None,
         if bad:
             raise WaveError("rollout_canary.hosts: %s not among the rollout's GPU hosts (%s)"
                             % (", ".join(bad), ", ".join(names[:10])))
-        canary_hosts = [n for n in names if n in canary["hosts"]]
+        wanted = set(canary["hosts"])
+        canary_hosts = [n for n in names if n in wanted]
     elif canary.get("percent"):
         kind, v = _fraction(canary["percent"], "rollout_canary.percent")
         k = max(1, int(math.ceil(v * len(names)))) if kind == "fraction" else min(v, len(names))
         canary_hosts = names[:k]
     else:
         want = canary.get("racks") or racks[:1]
-        bad = [r for r in want if r not in racks]
+        bad = [r for r in want if r not in rack_pos]
         if bad:
             raise WaveError("rollout_canary.racks: %s not among the racks of the rollout's hosts (%s)"
                             % (", ".join(str(b) for b in bad), ", ".join(str(r) for r in racks)))
+        want = set(want)
         canary_hosts = [n for n in names if rack_of[n] in want]
     out = [{"name": "canary", "hosts": canary_hosts}]
-    rest = [n for n in names if n not in canary_hosts]
+    in_canary = set(canary_hosts)
+    rest = [n for n in names if n not in in_canary]
     done = len(canary_hosts)
     total = len(names)
     specs = list(waves or ["100%"])
@@ -107,7 +109,7 @@ def plan_waves(hosts, canary=None, waves=("5%", "25%", "100%"), start_wave=None,
         if w["name"] in seen:
             w["name"] = "%s-%d" % (w["name"], len(seen))
         seen.add(w["name"])
-        w["racks"] = sorted({rack_of[h] for h in w["hosts"]}, key=racks.index)
+        w["racks"] = sorted({rack_of[h] for h in w["hosts"]}, key=rack_pos.__getitem__)
         w["size"] = len(w["hosts"])
     skipped = []
     deferred = []
