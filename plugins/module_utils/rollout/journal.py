@@ -309,6 +309,7 @@ def open_plan(rec, plan_hash_now, hosts=None, canary=None, waves_spec=None, star
     notes = []
     rid = rec.get("id")
     rack_tors = dict(rack_tors or {})
+    present = None if present is None else set(present)   # membership tests over a region's hosts
     new = not rec["waves"]
     waves = []
     if scope is not None and new:
