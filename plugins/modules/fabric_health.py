@@ -71,6 +71,17 @@ options:
     description: Seconds to wait for Prometheus.
     type: int
     default: 10
+  drain_journal:
+    description:
+      - The drain journal (C(<drain_journal_dir>/<fabric>/drain-journal.jsonl), written by C(playbooks/drain.yml),
+        C(undrain.yml) and Event-Driven Ansible). When set, the report gets a time-to-repair table - per case
+        detected, mitigated (its drain applied) and repaired (its element undrained) - with the O(repair_slo)
+        attainment. A journal that does not exist or does not read fails the task (missing evidence).
+    type: path
+  repair_slo:
+    description: Seconds from detection to repair a case should take (the report says within, missed or pending per
+      case and the attainment). Needs O(drain_journal).
+    type: int
 attributes:
   check_mode:
     support: full
@@ -117,6 +128,10 @@ case_file_bad_lines:
   description: Lines of the case file that are not case events (shown as a warning in the report).
   returned: always
   type: int
+repairs:
+  description: Time to repair per case (C(rows)) and the SLO attainment (C(slo)), from O(drain_journal).
+  returned: when O(drain_journal) is set
+  type: dict
 """
 
 import json
@@ -128,6 +143,8 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import InputProblem, MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor import health
+from ansible_collections.netscale.multinic.plugins.module_utils.remediate import journal as drain_journal
+from ansible_collections.netscale.multinic.plugins.module_utils.remediate import ttr
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import read_text, write_if_changed
 
 
@@ -152,8 +169,11 @@ def main():
             report_dir=dict(type="path", required=True),
             prefix=dict(type="str", default="health"),
             timeout=dict(type="int", default=10),
+            drain_journal=dict(type="path"),
+            repair_slo=dict(type="int"),
         ),
         required_one_of=[("prometheus_url", "samples_file")],
+        required_by={"repair_slo": "drain_journal"},
         mutually_exclusive=[("prometheus_url", "samples_file")],
         supports_check_mode=True,
     )
@@ -191,7 +211,17 @@ def main():
             minutes = health.rack_minutes_from_samples(health.read_text(
                 p["samples_file"], "samples_file", "give a file of probe samples, or prometheus_url"), p["samples_file"])
             sources["minutes"] = p["samples_file"]
-        rep, texts = health.make(cases, bad, minutes, now, p["period"], p["recent"], p["bucket"], p["max_racks"], sources)
+        repairs = None
+        if p["drain_journal"]:
+            if not os.path.isfile(p["drain_journal"]):
+                raise health.HealthError([InputProblem(
+                    "drain_journal", p["drain_journal"], "no such file",
+                    "give the drain journal (<drain_journal_dir>/<fabric>/drain-journal.jsonl; playbooks/drain.yml "
+                    "writes it at the first drain decision) or leave drain_journal unset")])
+            repairs = ttr.repairs(list(cases.values()), drain_journal.read(p["drain_journal"]), now, p["repair_slo"])
+            sources["drain_journal"] = p["drain_journal"]
+        rep, texts = health.make(cases, bad, minutes, now, p["period"], p["recent"], p["bucket"], p["max_racks"], sources,
+                                 repairs=repairs)
     except MultinicError as exc:
         module.fail_json(msg=str(exc))
     paths = dict((ext, os.path.join(p["report_dir"], "%s.%s" % (p["prefix"], ext))) for ext in ("md", "json", "svg"))
@@ -202,6 +232,8 @@ def main():
     result = dict(changed=changed, paths=paths, markdown=texts["md"], case_file_bad_lines=bad,
                   open_cases=[_short(c) for c in rep["open_cases"]],
                   recent_cases=[_short(c) for c in rep["recent_cases"]], racks=rep["racks"])
+    if repairs is not None:
+        result["repairs"] = repairs
     if module._diff and before != texts["md"]:
         result["diff"] = {"before_header": paths["md"], "after_header": paths["md"], "before": before,
                           "after": texts["md"]}

@@ -88,3 +88,35 @@ def test_a_stale_correlator_or_a_bad_setting_fails(tmp_path):
     rc, res, dummy = play(tmp_path, "-e", samples, "-e", "health_period=30", "-e", "health_cases_snapshot=")
     assert rc != 0 and "period: expected seconds >= 60 (value: 30)" in res["msg"] and "Fix:" in res["msg"]
     assert not (mon / "health").exists()
+
+
+def journal_record(seq, rtype, t, job, action, **extra):
+    rec = {"v": 1, "seq": seq, "type": rtype, "time": t, "job": job, "action": action, "element": "nic:lab-r2-h1:1"}
+    rec.update(extra)
+    return json.dumps(rec) + "\n"
+
+
+def test_time_to_repair_from_the_drain_journal_and_a_missing_journal_fails(tmp_path):
+    mon = inputs(tmp_path)
+    samples = "health_samples_file=%s" % (tmp_path / "samples.jsonl")
+    case_id = "lab-r2-h1/nic2@%d" % T0
+    journal = tmp_path / "drain-journal.jsonl"
+    # drain decided and applied 80 s after detection; the NIC back in service 300 s after detection
+    journal.write_text(journal_record(1, "decision", T0 + 70, "d1", "drain", case=case_id, allowed=True, noop=False)
+                       + journal_record(2, "outcome", T0 + 80, "d1", "drain", ok=True)
+                       + journal_record(3, "decision", T0 + 290, "u1", "undrain", case=case_id, allowed=True,
+                                        noop=False)
+                       + journal_record(4, "outcome", T0 + 300, "u1", "undrain", ok=True))
+    rc, res, _out = play(tmp_path, "-e", samples, "-e", "health_drain_journal=%s" % (tmp_path / "none.jsonl"),
+                         "-e", "health_repair_slo=600")
+    assert rc != 0 and "drain_journal: no such file" in res["msg"] and "Fix:" in res["msg"], res
+    assert not (mon / "health").exists()
+    rc, res, _out = play(tmp_path, "-e", samples, "-e", "health_drain_journal=%s" % journal,
+                         "-e", "health_repair_slo=600")
+    assert rc == 0, res
+    (row,) = res["repairs"]["rows"]
+    assert (row["case"], row["element"], row["status"]) == (case_id, "nic:lab-r2-h1:1", "repaired")
+    stages = (row["detect_to_mitigate"], row["mitigate_to_repair"], row["total"], row["slo"])
+    assert stages == (80.0, 220.0, 300.0, "within")
+    md = (mon / "health" / "health.md").read_text()
+    assert "## Time to repair: 1 case" in md and "SLO 600 s: 100.0 % attained" in md

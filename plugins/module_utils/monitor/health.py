@@ -164,9 +164,11 @@ def check_settings(now, period, recent, bucket, max_racks, max_age):
         raise MultinicError("invalid fabric_health settings:\n" + "\n".join("  - %s" % p for p in problems))
 
 
-def make(cases, bad_lines, rack_minutes, now, period, recent=3600.0, bucket=600.0, max_racks=40, sources=None):
+def make(cases, bad_lines, rack_minutes, now, period, recent=3600.0, bucket=600.0, max_racks=40, sources=None,
+         repairs=None):
     """The report (plain data) and its three texts {"md", "json", "svg"}. Minutes older than ``period`` are left
-    out (a samples file may hold more)."""
+    out (a samples file may hold more). ``repairs``: time to repair per case (``remediate.ttr.repairs``), shown
+    when given."""
     lo = int((now - period) // MINUTE)
     hi = int(now // MINUTE)
     minutes = dict((rack, dict((m, v) for m, v in row.items() if lo <= m <= hi)) for rack, row in rack_minutes.items())
@@ -176,7 +178,8 @@ def make(cases, bad_lines, rack_minutes, now, period, recent=3600.0, bucket=600.
                                         "probes resolved, or the agents are not scraped)" % period,
                                         "check that the agents run and Prometheus scrapes them (up{job=\"fabric_monitor\"}),"
                                         " or give a longer period")])
-    rep = reportmod.build(list(cases.values()), minutes, now, recent=recent, bucket=bucket, max_racks=max_racks)
+    rep = reportmod.build(list(cases.values()), minutes, now, recent=recent, bucket=bucket, max_racks=max_racks,
+                          repairs=repairs)
     rep["period_s"] = period
     rep["case_file_bad_lines"] = bad_lines
     rep["sources"] = dict(sources or {})
