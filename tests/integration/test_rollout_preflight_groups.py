@@ -89,3 +89,40 @@ def test_wave_groups_by_the_callback_and_by_the_add_host_fallback(planned):
     assert rep_fb["preflight"]["tors"] == tors
     waves = [w["hosts"] for w in rep_cb["run"]["waves"]]
     assert sum(len(w) for w in waves) == hosts and [w["hosts"] for w in rep_fb["run"]["waves"]] == waves
+
+
+def _tree_digest(folder):
+    import hashlib
+    digest = hashlib.sha256()
+    for base, _dirs, files in sorted(os.walk(str(folder))):
+        for name in sorted(files):
+            path = os.path.join(base, name)
+            digest.update(path.encode())
+            with open(path, "rb") as handle:
+                digest.update(handle.read())
+    return digest.hexdigest()
+
+
+def test_a_renumbering_is_refused_in_the_preflight_with_nothing_written(planned, tmp_path):
+    """One plan pass: the write refuses a renumbering before it writes anything, and the run stops there (no
+    journal opened, no device contacted)."""
+    work, topo = planned
+    data = yaml.safe_load(topo.read_text())
+    racks = [r for b in data["buildings"] for z in b["zones"] for r in z["racks"]]
+    rack = next(r for r in racks if len(r["hosts"]) < 4)
+    free = min(set(range(1, 5)) - set(h["id"] for h in rack["hosts"]))
+    rack["hosts"][0]["id"] = free      # the same host at another position of its rack: its addresses move
+    moved = tmp_path / "quick.yml"
+    moved.write_text(yaml.safe_dump(data, sort_keys=False))
+    before = _tree_digest(work / "intended")
+    reports = tmp_path / "reports"
+    p = subprocess.run(["ansible-playbook", "-i", str(moved), os.path.join(ROOT, "playbooks", "rollout.yml"),
+                        "-e", "rollout_intended_dir=%s" % (work / "intended"), "-e", "rollout_report_root=%s" % reports],
+                       cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600, check=False)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out[-3000:]
+    assert "re-plan would change" in out and "nothing was written" in out and "allow_renumber=true" in out, out[-3000:]
+    assert MARKER not in out                                     # stopped in the preflight
+    assert _tree_digest(work / "intended") == before             # the plan on disk untouched
+    journal = reports / "journal"
+    assert not journal.exists() or not [d for d in os.listdir(str(journal)) if d != "leases"]
