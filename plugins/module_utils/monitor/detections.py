@@ -83,10 +83,14 @@ class Detection(object):
     """One detection. Immutable by convention; construct through :meth:`make` or :meth:`from_dict`
     to validate (the plain constructor does not validate: the bench and correlation build millions)."""
 
-    __slots__ = FIELDS
+    # ``alternatives``: not on the wire (``to_dict``), set by :func:`from_agent_event`: the sorted target hosts of
+    # the one agent event this detection was split from when it named several (a rotating rack target), else
+    # None. The event's loss was toward one or more of them, which is unknown: correlation counts the siblings
+    # as one observation (docs/monitoring.md, "Attribution").
+    __slots__ = FIELDS + ("alternatives",)
 
     def __init__(self, time, kind, host=None, nic=None, tor=None, spine=None, target=None, value=None,
-                 source="agent", target_nic=None):
+                 source="agent", target_nic=None, alternatives=None):
         self.time = time
         self.kind = kind
         self.host = host
@@ -97,6 +101,7 @@ class Detection(object):
         self.value = value
         self.source = source
         self.target_nic = target_nic
+        self.alternatives = alternatives
 
     @classmethod
     def make(cls, time, kind, host=None, nic=None, tor=None, spine=None, target=None, value=None, source="agent",
@@ -259,12 +264,24 @@ def from_agent_event(event, index=None):
         targets = [t for t in str(raw or "").split(",") if t] or [None]
         if kind == "target_unreachable":
             value, nic = 1.0, None
+    alternatives = tuple(sorted(targets)) if len(targets) > 1 else None
     out = []
     for target in targets:
         det = Detection(event.get("time"), out_kind, host=host, nic=nic, target=target,
-                        value=None if isinstance(value, str) else value, source=source)
+                        value=None if isinstance(value, str) else value, source=source,
+                        target_nic=_paired_nic(index, nic, target), alternatives=alternatives)
         problems = det.problems()
         if problems:
             raise DetectionError(problems, "agent event %s" % kind)
         out.append(det)
     return out
+
+
+def _paired_nic(index, nic, target):
+    """The target NIC a probe from local NIC ``nic`` (1-based) was addressed to: the pinglist pairs local NIC
+    ``i`` with the target's NIC ``i mod n`` (monitor/pinglist.py), so for a target in the plan it is known;
+    None without an index, a NIC or a plan host (a configured target such as storage)."""
+    if index is None or isinstance(nic, bool) or not isinstance(nic, int) or nic < 1 or target is None:
+        return None
+    count = index.nic_count(target)
+    return (nic - 1) % count + 1 if count else None
