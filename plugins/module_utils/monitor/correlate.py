@@ -803,9 +803,9 @@ def _key_sort(key):
 
 def _observations(dets):
     """Path detections -> observations ``(dets, near end, [far ends])``, one per probe result: a detection
-    alone is ``([det], (host, nic), [(target, target_nic)])``; the detections split from one agent event that
-    named several target hosts (``alternatives``: the rotating rack target) are one observation with one far
-    end per candidate host (``dets[i]`` is the one toward ``far ends[i]``), in the order of ``dets``."""
+    alone is ``([det], (host, nic), [(target, target_nic)])``; the detections of one agent event whose target
+    is not certain (``alternatives``: the rotating rack target) are one observation with one far end per
+    candidate, in the order of ``dets``."""
     out = []
     groups = {}
     for det in dets:
@@ -815,31 +815,30 @@ def _observations(dets):
         key = (det.time, det.kind, det.host, det.nic, det.value, det.source, det.alternatives)
         obs = groups.get(key)
         if obs is None or any(d.target == det.target for d in obs[0]):
-            obs = groups[key] = ([], (det.host, det.nic), [])
+            obs = groups[key] = ([], (det.host, det.nic), list(det.alternatives))
             out.append(obs)
         obs[0].append(det)
-        obs[2].append((det.target, det.target_nic))
     return out
 
 
-def _as_toward(det, other):
-    """``det`` (one candidate of an ambiguous observation) restated toward ``other``'s target: the
-    observation is counted once per detection, all of them on the end that explains it."""
-    if det is other:
+def _as_toward(det, end):
+    """``det`` restated toward far end ``end`` (host, NIC) that explains its observation (each detection of
+    an observation is counted once, all of them on the end blamed for it)."""
+    if (det.target, det.target_nic) == end:
         return det
-    return Detection(det.time, det.kind, host=det.host, nic=det.nic, tor=det.tor, spine=det.spine, target=other.target,
-                     value=det.value, source=det.source, target_nic=other.target_nic, alternatives=det.alternatives)
+    return Detection(det.time, det.kind, host=det.host, nic=det.nic, tor=det.tor, spine=det.spine, target=end[0],
+                     value=det.value, source=det.source, target_nic=end[1], alternatives=det.alternatives)
 
 
 def _vote(paths, bonus, need):
     """Greedy tomography vote over path ends ((host, nic or None)); a peer is a distinct far host.
 
     ``paths``: observations of :func:`_observations`. The near end of an observation is certain; a far end is
-    certain only when the observation has one. An ambiguous observation (several candidate far ends: loss
-    toward one or more of them) gives its near end one peer (the candidate set) and no peer to any candidate:
-    it cannot tell which candidate lost, so it is no evidence against any one of them (issue 29: the rack-mate
-    of a host with a bad NIC looked bad through it). It is explained, and taken, by whichever of its ends is
-    blamed. Returns ({end: [(det, far end)]}, unexplained observations)."""
+    certain only when the observation has one. An ambiguous observation (several candidate far ends: the lost
+    probes went to one or more of them) gives its near end the hosts it names as peers and no peer to any
+    candidate: it cannot tell which candidate lost, so it is no evidence against any one of them (issue 29: the
+    rack-mate of a host with a bad NIC looked bad through it). It is explained, and taken, by whichever of its
+    ends is blamed. Returns ({end: [(det, far end)]}, unexplained observations)."""
     remaining = {}
     by_end = {}
     for i, (dets, a, bs) in enumerate(paths):
@@ -847,7 +846,7 @@ def _vote(paths, bonus, need):
             remaining.setdefault(a, set()).add(bs[0][0])
             remaining.setdefault(bs[0], set()).add(a[0])
         else:
-            remaining.setdefault(a, set()).add(tuple(sorted(b[0] for b in bs)))
+            remaining.setdefault(a, set()).update(det.target for det in dets)
             for b in bs:
                 remaining.setdefault(b, set())
         by_end.setdefault(a, []).append(i)
@@ -881,13 +880,13 @@ def _vote(paths, bonus, need):
             taken[i] = True
             dets, a, bs = paths[i]
             if a == end:
-                got.extend(zip(dets, bs))
+                got.extend((det, (det.target, det.target_nic)) for det in dets)
                 if len(bs) == 1:
                     drop_peer(bs[0], end[0])
             else:
-                mine = dets[bs.index(end)]
-                got.extend((_as_toward(det, mine), a) for det in dets)
-                drop_peer(a, end[0] if len(bs) == 1 else tuple(sorted(b[0] for b in bs)))
+                got.extend((_as_toward(det, end), a) for det in dets)
+                for det in dets:
+                    drop_peer(a, det.target)
         if not got:
             del blamed[end]
     leftover = [p for i, p in enumerate(paths) if not taken[i]]

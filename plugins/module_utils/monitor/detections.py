@@ -83,10 +83,10 @@ class Detection(object):
     """One detection. Immutable by convention; construct through :meth:`make` or :meth:`from_dict`
     to validate (the plain constructor does not validate: the bench and correlation build millions)."""
 
-    # ``alternatives``: not on the wire (``to_dict``), set by :func:`from_agent_event`: the sorted target hosts of
-    # the one agent event this detection was split from when it named several (a rotating rack target), else
-    # None. The event's loss was toward one or more of them, which is unknown: correlation counts the siblings
-    # as one observation (docs/monitoring.md, "Attribution").
+    # ``alternatives``: not on the wire (``to_dict``), set by :func:`from_agent_event` for a path detection whose
+    # target end is not known for sure: the sorted (host, target NIC) pairs the lost probes may have gone to
+    # (every host of a rack probed as the agent's rotating rack target, or the hosts one event named), else
+    # None. Correlation takes the detections of one such event as one observation (docs/monitoring.md).
     __slots__ = FIELDS + ("alternatives",)
 
     def __init__(self, time, kind, host=None, nic=None, tor=None, spine=None, target=None, value=None,
@@ -264,7 +264,7 @@ def from_agent_event(event, index=None):
         targets = [t for t in str(raw or "").split(",") if t] or [None]
         if kind == "target_unreachable":
             value, nic = 1.0, None
-    alternatives = tuple(sorted(targets)) if len(targets) > 1 else None
+    alternatives = _alternatives(index, nic, event.get("target"), targets) if out_kind == "path_loss" else None
     out = []
     for target in targets:
         det = Detection(event.get("time"), out_kind, host=host, nic=nic, target=target,
@@ -285,3 +285,20 @@ def _paired_nic(index, nic, target):
         return None
     count = index.nic_count(target)
     return (nic - 1) % count + 1 if count else None
+
+
+def _alternatives(index, nic, label, targets):
+    """The candidate (host, target NIC) pairs of a probe event toward target ``label`` whose hosts were
+    ``targets``, or None when the event's target is certain. The agent probes a rack of its zone as one target
+    (``label`` is the rack's name) whose host rotates, notes a probe's host when it sends it and counts its
+    loss when it times out: an event's loss may belong to the host of the previous rotation step, whichever
+    host it names. Every host of such a rack is a candidate (a rack of one host has no rotation); the hosts of
+    an event that names several are, too."""
+    hosts = [t for t in targets if t is not None]
+    if index is not None and isinstance(label, str):
+        r = index.rack_of_tor(label)
+        if r is not None and index.rack_name(r) == label and len(index.rack_hosts(r)) > 1:
+            hosts = sorted(set(hosts) | set(index.rack_hosts(r)))
+    if len(hosts) < 2:
+        return None
+    return tuple((h, _paired_nic(index, nic, h)) for h in sorted(hosts))
