@@ -518,6 +518,17 @@ class Correlator(object):
         case = self._covering(key) if key is not None else None
         if case is None and det.kind in PATH_KINDS and det.target is not None:
             case = self._covering(("host", det.target))
+            # a rack target's event: any candidate's open case explains it (restated toward that candidate)
+            for host, nic in det.alternatives or ():
+                if case is not None:
+                    break
+                case = self._covering(("nic", host, nic) if nic is not None else ("host", host))
+                if case is not None:
+                    det = _as_toward(det, (host, nic))
+                    # its near side in the case is the candidate, its far end the prober
+                    case.add(det, (det.host,), self.opt["repeat_gap"])
+                    self.stats["in_cases"] += 1
+                    return
         if case is None:
             self.stats["unattributed"] += 1
             return

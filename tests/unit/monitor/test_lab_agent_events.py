@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor import pinglist
-from ansible_collections.netscale.multinic.plugins.module_utils.monitor.correlate import correlate
+from ansible_collections.netscale.multinic.plugins.module_utils.monitor.correlate import Correlator, _order, correlate
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor.detections import from_agent_event
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor.fabric import FabricIndex
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
@@ -127,3 +127,21 @@ def test_an_event_toward_a_rack_target_is_one_observation_of_any_host_of_that_ra
     assert (mate.target, mate.target_nic, mate.alternatives) == ("lab-r2-h1", 3, None)
     [bare] = from_agent_event(ev)
     assert (bare.target, bare.target_nic, bare.alternatives) == ("lab-r1-h1", None, None)
+
+
+def test_a_late_event_toward_the_rack_of_an_open_nic_case_joins_it_on_that_nic():
+    events = agent_events({("lab-r1-h2", 3)}, T0, T0 + 120, T0 + 240)
+    corr = Correlator(LAB)
+    for det in sorted((d for e in events for d in from_agent_event(e, LAB)), key=_order):
+        corr.feed(det)
+    corr.tick(T0 + 240)
+    [case] = corr.open_cases()
+    assert case.key == ("nic", "lab-r1-h2", 3)
+    before = case.count
+    # later than the slack: naming the rack-mate (the rotation), from the other rack's NIC 3
+    late = {"time": T0 + 30, "host": "lab-r2-h1", "kind": "probe_loss", "scope": "path", "nic": "eth2",
+            "target": "lab-r1", "target_host": "lab-r1-h1", "value": 0.2, "source": "fabric_monitor", "detail": ""}
+    [det] = from_agent_event(late, LAB)
+    corr.feed(det)
+    assert corr.stats["late"] == 1 and corr.stats["unattributed"] == 0
+    assert case.count == before + 1 and case.hosts == {"lab-r1-h2"} and case.nics == {("lab-r1-h2", 3)}
