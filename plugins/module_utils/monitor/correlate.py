@@ -567,8 +567,12 @@ class Correlator(object):
                 if a == b:
                     attributions.append((("nic", a, det.nic), [(det, ())], "probe to its own host lost"))
                     continue
+                down = [end for end in det.alternatives or () if self._agent_down(end[0], det.time)]
                 if self._agent_down(b, det.time):
                     agent.setdefault(b, []).append((det, (a,)))
+                elif down:
+                    # a rack target's event: a candidate whose agent (the responder) is down explains it
+                    agent.setdefault(down[0][0], []).append((_as_toward(det, down[0]), (a,)))
                 elif self._agent_down(a, det.time):
                     agent.setdefault(a, []).append((det, (b,)))
                 else:

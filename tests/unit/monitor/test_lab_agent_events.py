@@ -13,7 +13,7 @@ import yaml
 
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor import pinglist
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor.correlate import Correlator, _order, correlate
-from ansible_collections.netscale.multinic.plugins.module_utils.monitor.detections import from_agent_event
+from ansible_collections.netscale.multinic.plugins.module_utils.monitor.detections import Detection, from_agent_event
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor.fabric import FabricIndex
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
@@ -145,3 +145,18 @@ def test_a_late_event_toward_the_rack_of_an_open_nic_case_joins_it_on_that_nic()
     corr.feed(det)
     assert corr.stats["late"] == 1 and corr.stats["unattributed"] == 0
     assert case.count == before + 1 and case.hosts == {"lab-r1-h2"} and case.nics == {("lab-r1-h2", 3)}
+
+
+def test_a_stopped_agent_seen_through_the_rack_target_is_its_agent_case_and_no_network_case():
+    """The other rack's events toward lab-r1 name lab-r1-h2 (the rotation) while the lost probes went to
+    lab-r1-h1, whose agent (the responder) is stopped: all of them belong to lab-r1-h1's agent case."""
+    events = [e for e in agent_events({("lab-r1-h1", 1), ("lab-r1-h1", 2)}, T0, T0 + 300, T0 + 1200)
+              if e["host"] != "lab-r1-h1"]        # a stopped agent writes nothing
+    assert any(e["target"] == "lab-r1" and e["target_host"] == "lab-r1-h2" for e in events)
+    dets = [d for e in events for d in from_agent_event(e, LAB)]
+    dets += [Detection(T0 + 30 + 60 * k, "agent_down", host="lab-r1-h1", source="prometheus") for k in range(5)]
+    cases, stats = correlate(dets, LAB)
+    assert [(c["scope"]["kind"], c["scope"]["id"]) for c in cases] == [("agent", "lab-r1-h1")], \
+        [(c["scope"]["id"], c["root_cause"]) for c in cases]
+    assert cases[0]["detections"] == len(dets) and stats["unattributed"] == 0
+    assert cases[0]["evidence"]["hosts"] == ["lab-r1-h1"]
