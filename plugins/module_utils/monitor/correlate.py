@@ -44,6 +44,7 @@ import heapq
 import math
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import InputProblem, MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.monitor.detections import Detection
 
 PATH_KINDS = ("path_loss", "path_latency")
 HARD_PORT_KINDS = ("nic_out", "bfd_down", "bgp_down", "carrier_change")
@@ -517,6 +518,17 @@ class Correlator(object):
         case = self._covering(key) if key is not None else None
         if case is None and det.kind in PATH_KINDS and det.target is not None:
             case = self._covering(("host", det.target))
+            # a rack target's event: any candidate's open case explains it (restated toward that candidate)
+            for host, nic in det.alternatives or ():
+                if case is not None:
+                    break
+                case = self._covering(("nic", host, nic) if nic is not None else ("host", host))
+                if case is not None:
+                    det = _as_toward(det, (host, nic))
+                    # its near side in the case is the candidate, its far end the prober
+                    case.add(det, (det.host,), self.opt["repeat_gap"])
+                    self.stats["in_cases"] += 1
+                    return
         if case is None:
             self.stats["unattributed"] += 1
             return
@@ -555,12 +567,16 @@ class Correlator(object):
                 if a == b:
                     attributions.append((("nic", a, det.nic), [(det, ())], "probe to its own host lost"))
                     continue
+                down = [end for end in det.alternatives or () if self._agent_down(end[0], det.time)]
                 if self._agent_down(b, det.time):
                     agent.setdefault(b, []).append((det, (a,)))
+                elif down:
+                    # a rack target's event: a candidate whose agent (the responder) is down explains it
+                    agent.setdefault(down[0][0], []).append((_as_toward(det, down[0]), (a,)))
                 elif self._agent_down(a, det.time):
                     agent.setdefault(a, []).append((det, (b,)))
                 else:
-                    paths.append((det, (a, det.nic), (b, det.target_nic)))
+                    paths.append(det)
             elif kind in HARD_PORT_KINDS or kind in SOFT_PORT_KINDS:
                 local.setdefault(det.host, []).append(det)
             elif kind == "tor_down":
@@ -603,22 +619,24 @@ class Correlator(object):
         up_racks = {idx.rack_of_tor(k[0]) for k in uplinks}
         up_racks.update(idx.rack_of_tor(k[1]) for k in self.open if k[0] == "uplink")
         up_racks.discard(None)
+        paths = _observations(paths)
         need = {}
         bonus = {}
-        for det, a, b in paths:
-            cross = idx.rack_of_host(a[0]) != idx.rack_of_host(b[0])
-            for end in (a, b):
-                if end not in need:
-                    need[end] = self._need(end[0])
-                    bonus[end] = need[end] if self._favoured(end, qualified) else 0
-                if cross and not bonus[end] and idx.rack_of_host(end[0]) in up_racks:
-                    bonus[end] = need[end]
+        for _dets, a, bs in paths:
+            for b in bs:
+                cross = idx.rack_of_host(a[0]) != idx.rack_of_host(b[0])
+                for end in (a, b):
+                    if end not in need:
+                        need[end] = self._need(end[0])
+                        bonus[end] = need[end] if self._favoured(end, qualified) else 0
+                    if cross and not bonus[end] and idx.rack_of_host(end[0]) in up_racks:
+                        bonus[end] = need[end]
         blamed_ends, leftover = _vote(paths, bonus, need)
         blamed = {}
         for end, got in blamed_ends.items():
             blamed.setdefault(end[0], []).extend(got)
-        for det, _a, _b in leftover:
-            self.pending.append(det)
+        for dets, _a, _bs in leftover:
+            self.pending.extend(dets)
 
         # A host blamed only by probes toward it, with nothing from the host itself (its own probes
         # would lose too on a bad NIC), may be a host whose agent (the responder) just died: Prometheus
@@ -798,16 +816,57 @@ def _key_sort(key):
     return tuple(str(k) for k in key)
 
 
+def _observations(dets):
+    """Path detections -> observations ``(dets, near end, [far ends])``, one per probe result: a detection
+    alone is ``([det], (host, nic), [(target, target_nic)])``; the detections of one agent event whose target
+    is not certain (``alternatives``: the rotating rack target) are one observation with one far end per
+    candidate, in the order of ``dets``."""
+    out = []
+    groups = {}
+    for det in dets:
+        if det.alternatives is None:
+            out.append(([det], (det.host, det.nic), [(det.target, det.target_nic)]))
+            continue
+        key = (det.time, det.kind, det.host, det.nic, det.value, det.source, det.alternatives)
+        obs = groups.get(key)
+        if obs is None or any(d.target == det.target for d in obs[0]):
+            obs = groups[key] = ([], (det.host, det.nic), list(det.alternatives))
+            out.append(obs)
+        obs[0].append(det)
+    return out
+
+
+def _as_toward(det, end):
+    """``det`` restated toward far end ``end`` (host, NIC) that explains its observation (each detection of
+    an observation is counted once, all of them on the end blamed for it)."""
+    if (det.target, det.target_nic) == end:
+        return det
+    return Detection(det.time, det.kind, host=det.host, nic=det.nic, tor=det.tor, spine=det.spine, target=end[0],
+                     value=det.value, source=det.source, target_nic=end[1], alternatives=det.alternatives)
+
+
 def _vote(paths, bonus, need):
     """Greedy tomography vote over path ends ((host, nic or None)); a peer is a distinct far host.
-    Returns ({end: [(det, far end)]}, unexplained paths)."""
+
+    ``paths``: observations of :func:`_observations`. The near end of an observation is certain; a far end is
+    certain only when the observation has one. An ambiguous observation (several candidate far ends: the lost
+    probes went to one or more of them) gives its near end the hosts it names as peers and no peer to any
+    candidate: it cannot tell which candidate lost, so it is no evidence against any one of them (issue 29: the
+    rack-mate of a host with a bad NIC looked bad through it). It is explained, and taken, by whichever of its
+    ends is blamed. Returns ({end: [(det, far end)]}, unexplained observations)."""
     remaining = {}
     by_end = {}
-    for i, (det, a, b) in enumerate(paths):
-        remaining.setdefault(a, set()).add(b[0])
-        remaining.setdefault(b, set()).add(a[0])
+    for i, (dets, a, bs) in enumerate(paths):
+        if len(bs) == 1:
+            remaining.setdefault(a, set()).add(bs[0][0])
+            remaining.setdefault(bs[0], set()).add(a[0])
+        else:
+            remaining.setdefault(a, set()).update(det.target for det in dets)
+            for b in bs:
+                remaining.setdefault(b, set())
         by_end.setdefault(a, []).append(i)
-        by_end.setdefault(b, []).append(i)
+        for b in bs:
+            by_end.setdefault(b, []).append(i)
     score = {e: len(p) + bonus.get(e, 0) for e, p in remaining.items()}
     # Ties are broken by the end's (host, NIC), a NIC-less end (None) first: comparing the ends themselves would
     # compare None with a NIC number when one host is an end both with and without a NIC (TypeError).
@@ -815,6 +874,14 @@ def _vote(paths, bonus, need):
     heapq.heapify(heap)
     taken = [False] * len(paths)
     blamed = {}
+
+    def drop_peer(end, peer):
+        peers = remaining.get(end)
+        if peers is not None and peer in peers and end in score:
+            peers.discard(peer)
+            score[end] = len(peers) + bonus.get(end, 0)
+            heapq.heappush(heap, (-score[end], end[0], -1 if end[1] is None else end[1], end))
+
     while heap:
         s, _host, _nic, end = heapq.heappop(heap)
         s = -s
@@ -826,14 +893,15 @@ def _vote(paths, bonus, need):
             if taken[i]:
                 continue
             taken[i] = True
-            det, a, b = paths[i]
-            far = b if a == end else a
-            got.append((det, far))
-            peers = remaining.get(far)
-            if peers is not None and end[0] in peers and far in score:
-                peers.discard(end[0])
-                score[far] = len(peers) + bonus.get(far, 0)
-                heapq.heappush(heap, (-score[far], far[0], -1 if far[1] is None else far[1], far))
+            dets, a, bs = paths[i]
+            if a == end:
+                got.extend((det, (det.target, det.target_nic)) for det in dets)
+                if len(bs) == 1:
+                    drop_peer(bs[0], end[0])
+            else:
+                got.extend((_as_toward(det, end), a) for det in dets)
+                for det in dets:
+                    drop_peer(a, det.target)
         if not got:
             del blamed[end]
     leftover = [p for i, p in enumerate(paths) if not taken[i]]

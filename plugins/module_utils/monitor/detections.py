@@ -83,10 +83,14 @@ class Detection(object):
     """One detection. Immutable by convention; construct through :meth:`make` or :meth:`from_dict`
     to validate (the plain constructor does not validate: the bench and correlation build millions)."""
 
-    __slots__ = FIELDS
+    # ``alternatives``: not on the wire (``to_dict``), set by :func:`from_agent_event` for a path detection whose
+    # target end is not known for sure: the sorted (host, target NIC) pairs the lost probes may have gone to
+    # (every host of a rack probed as the agent's rotating rack target, or the hosts one event named), else
+    # None. Correlation takes the detections of one such event as one observation (docs/monitoring.md).
+    __slots__ = FIELDS + ("alternatives",)
 
     def __init__(self, time, kind, host=None, nic=None, tor=None, spine=None, target=None, value=None,
-                 source="agent", target_nic=None):
+                 source="agent", target_nic=None, alternatives=None):
         self.time = time
         self.kind = kind
         self.host = host
@@ -97,6 +101,7 @@ class Detection(object):
         self.value = value
         self.source = source
         self.target_nic = target_nic
+        self.alternatives = alternatives
 
     @classmethod
     def make(cls, time, kind, host=None, nic=None, tor=None, spine=None, target=None, value=None, source="agent",
@@ -259,12 +264,41 @@ def from_agent_event(event, index=None):
         targets = [t for t in str(raw or "").split(",") if t] or [None]
         if kind == "target_unreachable":
             value, nic = 1.0, None
+    alternatives = _alternatives(index, nic, event.get("target"), targets) if out_kind == "path_loss" else None
     out = []
     for target in targets:
         det = Detection(event.get("time"), out_kind, host=host, nic=nic, target=target,
-                        value=None if isinstance(value, str) else value, source=source)
+                        value=None if isinstance(value, str) else value, source=source,
+                        target_nic=_paired_nic(index, nic, target), alternatives=alternatives)
         problems = det.problems()
         if problems:
             raise DetectionError(problems, "agent event %s" % kind)
         out.append(det)
     return out
+
+
+def _paired_nic(index, nic, target):
+    """The target NIC a probe from local NIC ``nic`` (1-based) was addressed to: the pinglist pairs local NIC
+    ``i`` with the target's NIC ``i mod n`` (monitor/pinglist.py), so for a target in the plan it is known;
+    None without an index, a NIC or a plan host (a configured target such as storage)."""
+    if index is None or isinstance(nic, bool) or not isinstance(nic, int) or nic < 1 or target is None:
+        return None
+    count = index.nic_count(target)
+    return (nic - 1) % count + 1 if count else None
+
+
+def _alternatives(index, nic, label, targets):
+    """The candidate (host, target NIC) pairs of a probe event toward target ``label`` whose hosts were
+    ``targets``, or None when the event's target is certain. The agent probes a rack of its zone as one target
+    (``label`` is the rack's name) whose host rotates, notes a probe's host when it sends it and counts its
+    loss when it times out: an event's loss may belong to the host of the previous rotation step, whichever
+    host it names. Every host of such a rack is a candidate (a rack of one host has no rotation); the hosts of
+    an event that names several are, too."""
+    hosts = [t for t in targets if t is not None]
+    if index is not None and isinstance(label, str):
+        r = index.rack_of_tor(label)
+        if r is not None and index.rack_name(r) == label and len(index.rack_hosts(r)) > 1:
+            hosts = sorted(set(hosts) | set(index.rack_hosts(r)))
+    if len(hosts) < 2:
+        return None
+    return tuple((h, _paired_nic(index, nic, h)) for h in sorted(hosts))

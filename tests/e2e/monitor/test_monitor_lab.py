@@ -116,6 +116,7 @@ MON_DIR = "/run/netscale-multinic/lab/lab/monitoring"
 CASE_FILE = MON_DIR + "/cases.jsonl"
 CASES = MON_DIR + "/cases.json"
 NETWORK_KINDS = ("nic", "host", "tor", "uplink", "spine", "zone")
+CASE_HOST, CASE_NIC = "lab-r1-h2", "eth2"     # NIC 3 of lab-r1-h2 (plan index 2), ToR port lab-r1-tor:host2-2
 
 
 def case_lines():
@@ -159,6 +160,56 @@ def test_live_correlator_runs_and_sees_no_network_case_without_a_fault(monitored
     assert re.search(r'\bcase_file"?: "?%s' % re.escape(CASE_FILE), again.stdout), again.stdout[-2000:]
     now = [r for r in labsnap.lab_state()["resources"] if r.get("name") == "monitoring/correlator"]
     assert [r["pid"] for r in now] == [recs[0]["pid"]]
+
+
+def test_loss_on_one_nic_is_one_case_of_that_nic_in_the_case_file_and_in_health(monitored_lab):
+    # runs on the clean lab, before the other faults: a case they leave open (quiet: 600 s) on this host would take
+    # these detections as an update, not a new case
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops
+    lb = lab()
+    t0 = time.time()
+    ops.set_loss(lb, CASE_HOST, CASE_NIC, True)
+    try:
+        def opened():
+            # opened after the fault began (its start may be earlier: a held pre-fault detection joins it)
+            got = [c for c in case_lines() if c["state"] == "open" and c["scope"].get("host") == CASE_HOST
+                   and c["opened_at"] >= t0 - 5]
+            return got or None
+        try:
+            mine = wait_for("a case for %s %s in %s" % (CASE_HOST, CASE_NIC, CASE_FILE), opened, 200)
+        except AssertionError as exc:
+            # what the correlator read and did, and the agent's own events (the evidence to tell where it stopped)
+            snap = correlator_snapshot()
+            own = in_host(CASE_HOST, "tail", "-n", "5", "/var/log/netscale-multinic/fabric-monitor-events.jsonl",
+                          check=False).stdout
+            log = in_host(CASE_HOST, "true").stdout + open(MON_DIR + "/correlator.log").read()[-3000:]
+            raise AssertionError("%s\nsources: %s\nstats: %s engine_errors: %s\ncase lines: %s\nagent events: %s\n"
+                                 "correlator.log: %s" % (exc, snap["sources"], snap["stats"], snap.get("engine_errors"),
+                                                         case_lines()[-5:], own, log))
+    finally:
+        ops.set_loss(lb, CASE_HOST, CASE_NIC, False)
+    case = mine[0]
+    snap = correlator_snapshot()
+    assert snap["engine_errors"] == 0 and time.time() - snap["updated_at"] < 30, snap
+    assert case["scope"]["kind"] == "nic", case
+    assert (case["scope"]["id"], case["scope"]["nic"], case["scope"]["port"], case["scope"]["tor"]) == \
+        ("lab-r1-h2/nic3", 2, "host2-2", "lab-r1-tor"), case["scope"]
+    assert case["opened_at"] - t0 <= 150, (case["opened_at"] - t0)
+    # one case for this fault: no other network case started with it
+    others = [c for c in case_lines() if c["scope"]["kind"] in NETWORK_KINDS and c["opened_at"] >= t0 - 5
+              and c["id"] != case["id"]]
+    assert others == [], others
+    # the paths are clean again before the next test (its own fault must not see this one's last losses)
+    wait_for("no loss after the fault", lambda: all(v == 0 for dummy, v in query(
+        "sum by (host, nic) (increase(fabric_monitor_probes_lost_total[20s]))")) or None, 90)
+    # health.yml reports it (open: quiet is 600 s), with bad minutes of the lab's racks, in three files
+    p = labsnap.playbook("playbooks/health.yml")
+    assert "Open cases: " in p.stdout and case["id"] in p.stdout, p.stdout[-3000:]
+    with open(MON_DIR + "/health/health.json") as f:
+        rep = json.load(f)
+    assert case["id"] in [c["id"] for c in rep["open_cases"] + rep["recent_cases"]]
+    assert set(rep["racks"]) == {"lab-r1", "lab-r2"}
+    assert sorted(os.listdir(MON_DIR + "/health")) == ["health.json", "health.md", "health.svg"]
 
 
 def test_loss_on_one_tor_port_shows_on_that_path_only(monitored_lab):
