@@ -1,6 +1,9 @@
 """Make the checkout importable as ansible_collections.netscale.multinic (scripts/setup.sh links it)."""
+import hashlib
 import os
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, ".build")
@@ -25,3 +28,19 @@ try:
     _hypothesis_settings.load_profile("netscale")
 except ImportError:  # hypothesis is in requirements-test.txt; unit tests that need it import it themselves
     pass
+
+
+@pytest.fixture
+def tree_digest():
+    """``digest(folder)``: sha256 over every file's path and bytes below ``folder`` (a tree left untouched by a
+    refused change digests the same)."""
+    def digest_of(folder):
+        digest = hashlib.sha256()
+        for base, _dirs, files in sorted(os.walk(str(folder))):
+            for name in sorted(files):
+                path = os.path.join(base, name)
+                digest.update(path.encode())
+                with open(path, "rb") as handle:
+                    digest.update(handle.read())
+        return digest.hexdigest()
+    return digest_of

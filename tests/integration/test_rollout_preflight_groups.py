@@ -91,19 +91,7 @@ def test_wave_groups_by_the_callback_and_by_the_add_host_fallback(planned):
     assert sum(len(w) for w in waves) == hosts and [w["hosts"] for w in rep_fb["run"]["waves"]] == waves
 
 
-def _tree_digest(folder):
-    import hashlib
-    digest = hashlib.sha256()
-    for base, _dirs, files in sorted(os.walk(str(folder))):
-        for name in sorted(files):
-            path = os.path.join(base, name)
-            digest.update(path.encode())
-            with open(path, "rb") as handle:
-                digest.update(handle.read())
-    return digest.hexdigest()
-
-
-def test_a_renumbering_is_refused_in_the_preflight_with_nothing_written(planned, tmp_path):
+def test_a_renumbering_is_refused_in_the_preflight_with_nothing_written(planned, tmp_path, tree_digest):
     """One plan pass: the write refuses a renumbering before it writes anything, and the run stops there (no
     journal opened, no device contacted)."""
     work, topo = planned
@@ -114,7 +102,7 @@ def test_a_renumbering_is_refused_in_the_preflight_with_nothing_written(planned,
     rack["hosts"][0]["id"] = free      # the same host at another position of its rack: its addresses move
     moved = tmp_path / "quick.yml"
     moved.write_text(yaml.safe_dump(data, sort_keys=False))
-    before = _tree_digest(work / "intended")
+    before = tree_digest(work / "intended")
     reports = tmp_path / "reports"
     p = subprocess.run(["ansible-playbook", "-i", str(moved), os.path.join(ROOT, "playbooks", "rollout.yml"),
                         "-e", "rollout_intended_dir=%s" % (work / "intended"), "-e", "rollout_report_root=%s" % reports],
@@ -123,6 +111,6 @@ def test_a_renumbering_is_refused_in_the_preflight_with_nothing_written(planned,
     assert p.returncode != 0, out[-3000:]
     assert "re-plan would change" in out and "nothing was written" in out and "allow_renumber=true" in out, out[-3000:]
     assert MARKER not in out                                     # stopped in the preflight
-    assert _tree_digest(work / "intended") == before             # the plan on disk untouched
+    assert tree_digest(work / "intended") == before             # the plan on disk untouched
     journal = reports / "journal"
     assert not journal.exists() or not [d for d in os.listdir(str(journal)) if d != "leases"]

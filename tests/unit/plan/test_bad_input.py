@@ -1,5 +1,4 @@
 """Bad input: every case fails with the path in the file, the value and a fix, and writes nothing."""
-import hashlib
 import os
 
 import pytest
@@ -151,24 +150,13 @@ CASES = [
 ]
 
 
-def _tree_digest(folder):
-    digest = hashlib.sha256()
-    for base, _dirs, files in sorted(os.walk(folder)):
-        for name in sorted(files):
-            path = os.path.join(base, name)
-            digest.update(path.encode())
-            with open(path, "rb") as handle:
-                digest.update(handle.read())
-    return digest.hexdigest()
-
-
 @pytest.mark.parametrize("mutate,path,value,fix", CASES, ids=[c[0].__name__[7:] for c in CASES])
-def test_bad_input_names_path_value_fix_and_writes_nothing(tmp_path, mutate, path, value, fix):
+def test_bad_input_names_path_value_fix_and_writes_nothing(tmp_path, mutate, path, value, fix, tree_digest):
     good = tmp_path / "good.yml"
     good.write_text(yaml.safe_dump(small()))
     intended = tmp_path / "intended"
     run_plan(str(good), str(intended))
-    before = _tree_digest(str(intended))
+    before = tree_digest(str(intended))
 
     data = small()
     mutate(data)
@@ -182,4 +170,4 @@ def test_bad_input_names_path_value_fix_and_writes_nothing(tmp_path, mutate, pat
     text = str(matching[0])
     assert value in text, text
     assert fix in matching[0].fix, text
-    assert _tree_digest(str(intended)) == before, "intended/ changed on bad input"
+    assert tree_digest(str(intended)) == before, "intended/ changed on bad input"
