@@ -1,5 +1,4 @@
 """Bad input: every case fails with the path in the file, the value and a fix, and writes nothing."""
-import os
 
 import pytest
 import yaml
