@@ -19,7 +19,9 @@ description:
     report directory C(<report_root>/<run id>) and the journal root (O(journal_dir), default C(<report_root>/journal)).
     C(awx_job_id) and C(awx_workflow_job_id) are read from the job's variables (AWX sets them).
   - V(inventory) - the preflight's inventory sanity and TCP-MD5 key checks in one pass over the inventory data
-    (no Jinja loop over hostvars). Fails naming the problems, before anything is changed. A job whose inventory
+    (no Jinja loop over hostvars). Whether TCP-MD5 is required is read from the first ToR's C(tor_bgp_options),
+    as the C(tor_bgp) role renders every ToR (run_once); each host's and ToR's own C(tor_bgp_md5_keys) must hold
+    the host's key. Fails naming the problems, before anything is changed. A job whose inventory
     holds no GPU host while the topology has some (an AWX fleet slice given only infrastructure) is not an error
     - it returns C(slice_empty=true) and the job has nothing to deploy.
   - V(budget) - parses O(max_unreachable) (a host count, or a percentage of the wave from 0% to 100%); fails
