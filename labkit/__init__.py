@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Lab and build tooling of the netscale.multinic checkout. NOT shipped in the collection build.
+"""Lab and test tooling of the netscale.multinic checkout. NOT shipped in the collection build.
 
 Shared by ``tests/e2e`` and ``bench`` (both import ``labkit.<module>`` with the repository root on
 ``sys.path``; ``python -m pytest`` from the root puts it there):
 
-* :mod:`labkit.host_programs`: bundles the programs that run on hosts (sidecar helper, NIC watcher
-  with its host-local map sync) from ``plugins/module_utils`` into the roles' ``files/``;
+* :mod:`labkit.host_programs`: a signpost only; the bundler of the programs that run on hosts is build
+  tooling, ``scripts/build-host-programs.py``;
 * :mod:`labkit.dp_harness`, :mod:`labkit.dp_core_cli`: the host-datapath namespace lab (prefix mnd);
 * :mod:`labkit.mnv_harness`: the VipInjector sidecar lab (prefix mnv).
 

@@ -6,7 +6,7 @@ per task slot, joined by one veth pair per NIC (the host in between is left out:
 sessions and the ToR's ECMP group are what the sidecar is about). Addresses come from the lab
 plan (``inventories/lab/fabric.yml``, fd00::/8 and 198.18.0.0/15 only). ExaBGP runs with the
 rendered configuration as user ``nobody`` with no capabilities (like the systemd unit), and the
-helper the role ships (``roles/vipinjector/files/vipinjector-helper``, see ``labkit.host_programs``).
+helper the role ships (``roles/vipinjector/files/vipinjector-helper``, see ``scripts/build-host-programs.py``).
 
 Everything created carries the ``mnv`` prefix and is removed by ``Harness.close()`` (processes
 by recorded PID, namespaces, temp dir), also when a test fails.
@@ -34,7 +34,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology im
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render  # noqa: E402
 
 VENV = os.path.join(REPO, ".venv")
-# what the vipinjector role installs (built by labkit/host_programs.py)
+# what the vipinjector role installs (built by scripts/build-host-programs.py)
 HELPER_SRC = os.path.join(REPO, "roles", "vipinjector", "files", "vipinjector-helper")
 FRR = "/usr/lib/frr"
 

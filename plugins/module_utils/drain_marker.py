@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The host's admin-drain marker: what an operator (or the remediation) drained on this host.
 
-Standard library only: bundled into the NIC watcher and the VipInjector helper (labkit.host_programs),
+Standard library only: bundled into the NIC watcher and the VipInjector helper (scripts/build-host-programs.py),
 which both read it, and used by the ``fabric_drain`` module, which writes it.
 
 ``/var/lib/netscale-multinic/admin-drain.json`` (persistent: survives a watcher restart, a sidecar

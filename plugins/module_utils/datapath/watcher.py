@@ -4,7 +4,7 @@
 """netscale.multinic NIC watcher (installed by the host_datapath role, run by systemd).
 
 Shipped to hosts as ``/usr/lib/netscale-multinic/netscale-multinic-watcher.py``, one file bundled
-from this module and its imports (``labkit.host_programs``; the hosts have no Ansible).
+from this module and its imports (``scripts/build-host-programs.py``; the hosts have no Ansible).
 
 A NIC flap removes state the datapath needs: admin-down deletes the NIC's proxy ND/ARP entries and
 its per-NIC table routes; a veth going down loses its link-local gateway address. This watcher

@@ -342,7 +342,7 @@ def start(lab, check=False, **kw):
                        % (program,))
     if not cor["program"] or not os.path.isfile(cor["program"]):
         raise LabError("correlator_program: %r is not a file; pass roles/fabric_monitor/files/%s (built by "
-                       "python -m labkit.host_programs)" % (cor["program"], CORRELATOR_PROGRAM))
+                       "python scripts/build-host-programs.py)" % (cor["program"], CORRELATOR_PROGRAM))
     d = lay["dir"]
     state = State(lab.fabric, lab.state_root, data)
     if not os.path.isdir(d):

@@ -4,7 +4,7 @@
 """netscale.multinic fabric monitoring agent (installed by the fabric_monitor role, run by systemd).
 
 Shipped to hosts as ``/usr/lib/netscale-multinic/netscale-fabric-monitor.py``, one file bundled from
-this module and its imports (``labkit.host_programs``; the hosts have no Ansible).
+this module and its imports (``scripts/build-host-programs.py``; the hosts have no Ansible).
 
 One process per host:
 

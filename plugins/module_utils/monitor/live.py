@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The live correlator: the agents' detection events in, the case file and the current cases out.
 
-One process (``netscale-case-correlator``, shipped from this module by ``labkit.host_programs``; in the
+One process (``netscale-case-correlator``, shipped from this module by ``scripts/build-host-programs.py``; in the
 lab started by ``lab_monitoring`` beside Prometheus) runs :class:`Live` in a loop:
 
 1. **read** every agent's events file (:class:`FileTail`: complete lines only, across rotation - the agent

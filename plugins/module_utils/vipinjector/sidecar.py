@@ -4,7 +4,7 @@
 """VipInjector sidecar helper: the process ExaBGP runs as its ``process`` (one per task slot).
 
 Shipped to hosts as ``/opt/netscale-vipinjector/bin/vipinjector-helper``, a single file bundled
-from this module and its imports (``labkit.host_programs``; the hosts have no Ansible). The
+from this module and its imports (``scripts/build-host-programs.py``; the hosts have no Ansible). The
 decisions are in :mod:`.guard` (pure); this module is the I/O around them (see docs/vipinjector.md):
 
 * announces the instance's task IP (/32 and /128) on every BGP session (one per NIC) with that

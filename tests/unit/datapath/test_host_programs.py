@@ -1,5 +1,6 @@
-"""The programs that run on hosts: the committed role files are what labkit.host_programs builds
+"""The programs that run on hosts: the committed role files are what scripts/build-host-programs.py builds
 from plugins/module_utils, and they run on a bare python3 (no site-packages, so no Ansible)."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -11,9 +12,13 @@ from ansible_collections.netscale.multinic.plugins.module_utils.datapath import 
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render
-from labkit import host_programs
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+_SPEC = importlib.util.spec_from_file_location("build_host_programs",
+                                               os.path.join(REPO, "scripts", "build-host-programs.py"))
+host_programs = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = host_programs   # dataclasses look their module up there
+_SPEC.loader.exec_module(host_programs)
 HELPER = os.path.join(REPO, "roles", "vipinjector", "files", "vipinjector-helper")
 WATCHER = os.path.join(REPO, "roles", "host_datapath", "files", "netscale-multinic-watcher.py")
 # the hosts' interpreter when present (Debian 12), else this one; -I -S: nothing but the stdlib
@@ -25,7 +30,7 @@ def _run(*argv):
 
 
 def test_role_files_are_up_to_date():
-    assert host_programs.out_of_date() == [], "run: .venv/bin/python -m labkit.host_programs"
+    assert host_programs.out_of_date() == [], "run: .venv/bin/python scripts/build-host-programs.py"
 
 
 def test_bundles_list_what_they_import():
