@@ -74,8 +74,9 @@ attributes:
     support: full
     description: Reads the plan and the earlier index and builds every record; writes nothing.
   diff_mode:
-    support: none
-    description: No diff (the files are evidence, each written once per node).
+    support: partial
+    description: O(step=index) - the index before and after. A node's file is evidence, written once per node - no
+      diff.
   platform:
     support: full
     description: The controller.
@@ -153,6 +154,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import 
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import budget
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import case_snapshot as cs
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import read_text
 
 REQUIRED = {"targets": ("case", "topology", "dir"), "node": ("plan", "target"), "index": ("plan",)}
 
@@ -200,9 +202,14 @@ def main():
             module.exit_json(changed=changed, entry=entry, path=path, summary="%s: %s" % (
                 target["node"], "ok" if entry["ok"] else "FAILED, %s" % entry["reason"]))
         idx = cs.index(p["plan"], p["entries"])
+        before = read_text(p["plan"]["index_path"]) or ""
         changed = cs.write_json(p["plan"]["index_path"], idx, check_mode=module.check_mode)
-        module.exit_json(changed=changed, index=idx, complete=idx["complete"], path=p["plan"]["index_path"],
-                         summary=cs.summary(idx))
+        result = dict(changed=changed, index=idx, complete=idx["complete"], path=p["plan"]["index_path"],
+                      summary=cs.summary(idx))
+        if module._diff and changed:
+            result["diff"] = {"before_header": p["plan"]["index_path"], "after_header": p["plan"]["index_path"],
+                              "before": before, "after": cs.render(idx)}
+        module.exit_json(**result)
     except (MultinicError, OSError, KeyError, TypeError) as exc:
         module.fail_json(msg="case_snapshot step=%s: %s" % (p["step"], exc))
 

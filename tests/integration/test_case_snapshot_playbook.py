@@ -118,9 +118,11 @@ def test_partial_snapshot_fails_names_the_unreachable_node_and_keeps_the_files(l
 def test_complete_snapshot_check_mode_and_a_second_run(lab):
     case = {"id": "lab-r2-h1/nic2@1795000000", "scope": {"kind": "nic", "host": "lab-r2-h1", "nic": 1,
                                                          "tor": "lab-r2-tor"}, "root_cause": "NIC 2 of lab-r2-h1"}
-    rc, out = play(lab, case, check=True)
+    rc, out = play(lab, case, "--diff", check=True)
     assert rc == 0, json.dumps(out)[-2000:]
-    assert task(out, "Write the index")["changed"] is True and not (lab / "out").exists()
+    index_task = task(out, "Write the index")
+    assert index_task["changed"] is True and not (lab / "out").exists()
+    assert index_task["diff"]["before"] == "" and '"file": "lab-r2-tor.json"' in index_task["diff"]["after"]
     rc, out = play(lab, case)
     assert rc == 0, json.dumps(out)[-2000:]
     folder = lab / "out" / "lab" / "lab-r2-h1+nic2@1795000000"

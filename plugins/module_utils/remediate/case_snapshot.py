@@ -310,10 +310,15 @@ def _makedirs(folder):
             pass
 
 
+def render(data):
+    """The text of a node file or an index: ``data`` redacted, as JSON."""
+    return json.dumps(redact(data), indent=1, sort_keys=True, default=str) + "\n"
+
+
 def write_json(path, data, check_mode=False):
     """Write ``data`` (redacted) as JSON at ``path``, atomically, 0600, in a 0700 directory; returns whether the
     content changed (or would)."""
-    text = json.dumps(redact(data), indent=1, sort_keys=True, default=str) + "\n"
+    text = render(data)
     try:
         with open(path) as handle:
             if handle.read() == text and (os.stat(path).st_mode & 0o7777) == FILE_MODE:
