@@ -46,6 +46,9 @@ INDEX = "index.json"
 FILE_MODE = 0o600       # as the drain journal: its files 0600, its directories 0700
 DIR_MODE = 0o700
 ROLES = ("host", "tor", "spine")
+# a node of the plan's take without an entry: its snapshot task or the write of its file did not complete (the node
+# left the play: the playbook's output says why)
+NO_RESULT = "no result: the node's snapshot or its file was not completed (see the playbook's output)"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$")
 _NODE_RE = re.compile(r"[^A-Za-z0-9_.-]")
 # keys of a module result that are Ansible's bookkeeping, not the node's state
@@ -279,8 +282,7 @@ def index(snapshot_plan, entries):
         elif t["node"] in got:
             nodes.append(got[t["node"]])
         else:
-            nodes.append(dict(t, ok=False, reason="no result: the node's snapshot task did not run", taken_at=None,
-                              commands_failed=[]))
+            nodes.append(dict(t, ok=False, reason=NO_RESULT, taken_at=None, commands_failed=[]))
     failed = [n["node"] for n in nodes if not n["ok"]]
     case = snapshot_plan["case"]
     return {"v": FORMAT, "case": case["id"], "scope": case["scope"], "root_cause": case.get("root_cause"),

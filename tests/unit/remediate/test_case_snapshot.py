@@ -177,7 +177,7 @@ def test_plan_index_every_target_once_and_partial(fabric, tmp_path):
     idx = cs.index(p, [ok, None])
     assert [(n["node"], n["ok"]) for n in idx["nodes"]] == [("r1-tor", True), ("h1", False), ("h2", False)]
     assert idx["failed"] == ["h1", "h2"] and idx["complete"] is False
-    assert [n["reason"] for n in idx["nodes"][1:]] == ["no result: the node's snapshot task did not run",
+    assert [n["reason"] for n in idx["nodes"][1:]] == [cs.NO_RESULT,
                                                        "not in the inventory: cannot be reached"]
     assert (idx["case"], idx["scope"]["kind"], idx["root_cause"], idx["fabric"], idx["taken_at"]) == (
         "r1-tor@100", "tor", "because", "t", 500.0)
