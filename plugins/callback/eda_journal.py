@@ -53,7 +53,12 @@ class CallbackModule(CallbackBase):
         if not req or not path:
             self.target = False
             return
-        self.target = {"request": str(req), "journal": str(path), "case": extra.get("drain_case")}
+        case = extra.get("drain_case")
+        snap = extra.get("case_snapshot_case")
+        if case is None and isinstance(snap, dict):
+            # the snapshot playbook (case_snapshot.yml) gets the whole case, as a case event or bare
+            case = (snap.get("case") if isinstance(snap.get("case"), dict) else snap).get("id")
+        self.target = {"request": str(req), "journal": str(path), "case": case}
         self._record("started", "")
 
     def v2_playbook_on_stats(self, stats):

@@ -82,6 +82,14 @@ options:
     description: Seconds from detection to repair a case should take (the report says within, missed or pending per
       case and the attainment). Needs O(drain_journal).
     type: int
+  snapshot_dir:
+    description:
+      - The fabric's case snapshots (C(<case_snapshot_dir>/<fabric>), written by C(playbooks/case_snapshot.yml)). When
+        set, each open and recent case shows the path of its snapshot index (C(<snapshot_dir>/<case id, / as +>/
+        index.json)), marked partial with the nodes missing, or C(none) when it has no snapshot. A directory that
+        does not exist fails the task, like a missing drain journal (a typo must not show every case without a
+        snapshot); before the fabric's first snapshot, leave it unset or create it (C(mkdir -m 0700)).
+    type: path
 attributes:
   check_mode:
     support: full
@@ -132,6 +140,10 @@ repairs:
   description: Time to repair per case (C(rows)) and the SLO attainment (C(slo)), from O(drain_journal).
   returned: when O(drain_journal) is set
   type: dict
+snapshots:
+  description: Per open and recent case id, its snapshot (C(index) path, C(complete), C(nodes), C(failed)) or null.
+  returned: when O(snapshot_dir) is set
+  type: dict
 """
 
 import json
@@ -143,14 +155,18 @@ from ansible.module_utils.urls import open_url
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import InputProblem, MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.monitor import health
+from ansible_collections.netscale.multinic.plugins.module_utils.remediate import case_snapshot
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import journal as drain_journal
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import ttr
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import read_text, write_if_changed
 
 
 def _short(c):
-    return {"id": c["id"], "scope": "%s %s" % (c["scope"].get("kind"), c["scope"].get("id")),
-            "root_cause": c.get("root_cause"), "start": c.get("start"), "end": c.get("end")}
+    out = {"id": c["id"], "scope": "%s %s" % (c["scope"].get("kind"), c["scope"].get("id")),
+           "root_cause": c.get("root_cause"), "start": c.get("start"), "end": c.get("end")}
+    if "snapshot" in c:
+        out["snapshot"] = c["snapshot"]["index"] if c["snapshot"] else "none"
+    return out
 
 
 def main():
@@ -171,6 +187,7 @@ def main():
             timeout=dict(type="int", default=10),
             drain_journal=dict(type="path"),
             repair_slo=dict(type="int"),
+            snapshot_dir=dict(type="path"),
         ),
         required_one_of=[("prometheus_url", "samples_file")],
         required_by={"repair_slo": "drain_journal"},
@@ -220,8 +237,18 @@ def main():
                     "writes it at the first drain decision) or leave drain_journal unset")])
             repairs = ttr.repairs(list(cases.values()), drain_journal.read(p["drain_journal"]), now, p["repair_slo"])
             sources["drain_journal"] = p["drain_journal"]
+        snapshots = None
+        if p["snapshot_dir"]:
+            if not os.path.isdir(p["snapshot_dir"]):
+                raise health.HealthError([InputProblem(
+                    "snapshot_dir", p["snapshot_dir"], "no such directory",
+                    "give the fabric's case snapshots (<case_snapshot_dir>/<fabric>; playbooks/case_snapshot.yml writes "
+                    "them, the rulebook on each case that opens) or leave snapshot_dir unset")])
+            snapshots = health.snapshot_links(cases, now, p["recent"],
+                                              lambda cid: case_snapshot.link(p["snapshot_dir"], cid))
+            sources["snapshot_dir"] = p["snapshot_dir"]
         rep, texts = health.make(cases, bad, minutes, now, p["period"], p["recent"], p["bucket"], p["max_racks"], sources,
-                                 repairs=repairs)
+                                 repairs=repairs, snapshots=snapshots)
     except MultinicError as exc:
         module.fail_json(msg=str(exc))
     paths = dict((ext, os.path.join(p["report_dir"], "%s.%s" % (p["prefix"], ext))) for ext in ("md", "json", "svg"))
@@ -234,6 +261,8 @@ def main():
                   recent_cases=[_short(c) for c in rep["recent_cases"]], racks=rep["racks"])
     if repairs is not None:
         result["repairs"] = repairs
+    if snapshots is not None:
+        result["snapshots"] = snapshots
     if module._diff and before != texts["md"]:
         result["diff"] = {"before_header": paths["md"], "after_header": paths["md"], "before": before,
                           "after": texts["md"]}

@@ -120,3 +120,32 @@ def test_time_to_repair_from_the_drain_journal_and_a_missing_journal_fails(tmp_p
     assert stages == (80.0, 220.0, 300.0, "within")
     md = (mon / "health" / "health.md").read_text()
     assert "## Time to repair: 1 case" in md and "SLO 600 s: 100.0 % attained" in md
+
+
+def test_each_case_links_to_its_snapshot_index_and_a_missing_dir_fails(tmp_path):
+    mon = inputs(tmp_path)
+    samples = "health_samples_file=%s" % (tmp_path / "samples.jsonl")
+    other = {"id": "lab-r1-h1/nic1@%d" % T0, "state": "closed", "scope": {"kind": "nic", "id": "lab-r1-h1/nic1",
+             "host": "lab-r1-h1", "nic": 0}, "root_cause": "NIC 1 of lab-r1-h1", "detections": 3, "start": T0,
+             "end": T0 + 120, "repeats": 1, "opened_at": T0 + 60, "evidence": {}, "absorbed": []}
+    with open(str(mon / "cases.jsonl"), "a") as handle:
+        handle.write(json.dumps({"case": other}) + "\n")
+    snaps = tmp_path / "cases" / "lab"
+    rc, res, _out = play(tmp_path, "-e", samples, "-e", "health_snapshot_dir=%s" % snaps)
+    assert rc != 0 and "snapshot_dir: no such directory" in res["msg"] and "Fix:" in res["msg"]
+    assert not (mon / "health").exists()
+    # the open case has a (partial) snapshot, written as case_snapshot.yml writes it; the closed one has none
+    folder = snaps / ("lab-r2-h1+nic2@%d" % T0)
+    folder.mkdir(parents=True)
+    index = {"v": 1, "case": "lab-r2-h1/nic2@%d" % T0, "scope": {"kind": "nic"}, "complete": False,
+             "failed": ["lab-r2-tor"], "nodes": [{"node": "lab-r2-h1", "ok": True}, {"node": "lab-r2-tor", "ok": False}]}
+    (folder / "index.json").write_text(json.dumps(index))
+    rc, res, _out = play(tmp_path, "-e", samples, "-e", "health_snapshot_dir=%s" % snaps)
+    assert rc == 0, res
+    assert [(c["id"], c["snapshot"]) for c in res["open_cases"]] == [(index["case"], str(folder / "index.json"))]
+    assert [(c["id"], c["snapshot"]) for c in res["recent_cases"]] == [(other["id"], "none")]
+    md = (mon / "health" / "health.md").read_text()
+    assert "| %s (partial: 1 of 2 missing: lab-r2-tor) |" % (folder / "index.json") in md
+    assert "| 3 | 1 | none |" in md
+    data = json.loads((mon / "health" / "health.json").read_text())
+    assert data["open_cases"][0]["snapshot"]["failed"] == ["lab-r2-tor"] and data["recent_cases"][0]["snapshot"] is None

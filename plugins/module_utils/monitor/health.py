@@ -164,11 +164,18 @@ def check_settings(now, period, recent, bucket, max_racks, max_age):
         raise MultinicError("invalid fabric_health settings:\n" + "\n".join("  - %s" % p for p in problems))
 
 
+def snapshot_links(cases, now, recent, link):
+    """{case id: ``link(case id)``} for the cases a report lists (open, and closed within ``recent``): ``link`` is
+    the caller's (``remediate.case_snapshot.link`` with the snapshots' directory), None where a case has none."""
+    open_cases, recent_cases = reportmod.listed(list(cases.values()), now, recent)
+    return dict((c["id"], link(c["id"])) for c in open_cases + recent_cases)
+
+
 def make(cases, bad_lines, rack_minutes, now, period, recent=3600.0, bucket=600.0, max_racks=40, sources=None,
-         repairs=None):
+         repairs=None, snapshots=None):
     """The report (plain data) and its three texts {"md", "json", "svg"}. Minutes older than ``period`` are left
     out (a samples file may hold more). ``repairs``: time to repair per case (``remediate.ttr.repairs``), shown
-    when given."""
+    when given; ``snapshots``: the listed cases' snapshot links (:func:`snapshot_links`), shown when given."""
     lo = int((now - period) // MINUTE)
     hi = int(now // MINUTE)
     minutes = dict((rack, dict((m, v) for m, v in row.items() if lo <= m <= hi)) for rack, row in rack_minutes.items())
@@ -179,7 +186,7 @@ def make(cases, bad_lines, rack_minutes, now, period, recent=3600.0, bucket=600.
                                         "check that the agents run and Prometheus scrapes them (up{job=\"fabric_monitor\"}),"
                                         " or give a longer period")])
     rep = reportmod.build(list(cases.values()), minutes, now, recent=recent, bucket=bucket, max_racks=max_racks,
-                          repairs=repairs)
+                          repairs=repairs, snapshots=snapshots)
     rep["period_s"] = period
     rep["case_file_bad_lines"] = bad_lines
     rep["sources"] = dict(sources or {})

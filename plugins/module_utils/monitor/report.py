@@ -25,14 +25,24 @@ class ReportError(MultinicError, ValueError):
         super(ReportError, self).__init__("invalid health report input:\n" + "\n".join("  - %s" % p for p in self.problems))
 
 
-def build(cases, rack_minutes, now, recent=3600.0, bucket=600.0, max_racks=40, repairs=None):
+def listed(cases, now, recent=3600.0):
+    """(open cases, cases closed within ``recent`` seconds of ``now``): the cases a report lists, in its order."""
+    open_cases = sorted((c for c in cases if c.get("status") == "open"), key=lambda c: (c["start"], c["id"]))
+    recent_cases = sorted((c for c in cases if c.get("status") == "closed" and c.get("end") is not None
+                           and c["end"] >= now - recent), key=lambda c: (-c["end"], c["id"]))
+    return open_cases, recent_cases
+
+
+def build(cases, rack_minutes, now, recent=3600.0, bucket=600.0, max_racks=40, repairs=None, snapshots=None):
     """The report as plain data.
 
     ``cases``: case dicts; ``rack_minutes``: {rack: {epoch minute: "good" | "bad"}}; ``now``: epoch
     seconds; ``recent``: closed cases that ended within this many seconds are listed; ``bucket``:
     seconds per column of the timeline (a multiple of 60); ``max_racks``: racks shown in the timeline
     (the most bad minutes first); ``repairs``: optional time to repair per case
-    (:func:`..remediate.ttr.repairs`: ``{"rows": [...], "slo": {...} or None}``), shown when given."""
+    (:func:`..remediate.ttr.repairs`: ``{"rows": [...], "slo": {...} or None}``), shown when given; ``snapshots``:
+    optional {case id: the case's snapshot link (``remediate.case_snapshot.link``: ``{"index", "complete", "nodes",
+    "failed"}``) or None}: each listed case gets ``snapshot`` (None: no snapshot), and the case tables a column."""
     problems = []
     for name, value in (("now", now), ("recent", recent), ("bucket", bucket)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -44,11 +54,15 @@ def build(cases, rack_minutes, now, recent=3600.0, bucket=600.0, max_racks=40, r
     if repairs is not None and (not isinstance(repairs, dict) or not isinstance(repairs.get("rows"), list)):
         problems.append(InputProblem("repairs", repairs, "expected {rows: [...], slo: ...}",
                                      "pass remediate.ttr.repairs(cases, drain journal records, now, slo)"))
+    if snapshots is not None and not isinstance(snapshots, dict):
+        problems.append(InputProblem("snapshots", snapshots, "expected {case id: link or None}",
+                                     "pass remediate.case_snapshot.link(snapshot_dir, case id) per listed case"))
     if problems:
         raise ReportError(problems)
-    open_cases = sorted((c for c in cases if c.get("status") == "open"), key=lambda c: (c["start"], c["id"]))
-    recent_cases = sorted((c for c in cases if c.get("status") == "closed" and c.get("end") is not None
-                           and c["end"] >= now - recent), key=lambda c: (-c["end"], c["id"]))
+    open_cases, recent_cases = listed(cases, now, recent)
+    if snapshots is not None:
+        open_cases = [dict(c, snapshot=snapshots.get(c["id"])) for c in open_cases]
+        recent_cases = [dict(c, snapshot=snapshots.get(c["id"])) for c in recent_cases]
     per_rack = {}
     first = last = None
     for rack, row in rack_minutes.items():
@@ -75,6 +89,8 @@ def build(cases, rack_minutes, now, recent=3600.0, bucket=600.0, max_racks=40, r
            "recent_s": recent, "racks": dict(sorted(per_rack.items())), "timeline": timeline}
     if repairs is not None:
         out["repairs"] = repairs
+    if snapshots is not None:
+        out["snapshots"] = True
     return out
 
 
@@ -97,13 +113,15 @@ def render_markdown(report):
         rows = report[key]
         out.append("## %s: %d" % (title, len(rows)))
         out.append("")
+        snaps = report.get("snapshots")
         if rows:
-            out.append("| case | scope | root cause | start | end | detections | repeats |")
-            out.append("|---|---|---|---|---|---|---|")
+            out.append("| case | scope | root cause | start | end | detections | repeats |" + (" snapshot |" if snaps else ""))
+            out.append("|---|---|---|---|---|---|---|" + ("---|" if snaps else ""))
             for c in rows:
                 out.append("| %s | %s %s | %s | %s | %s | %d | %d |" % (
                     _cell(c["id"]), c["scope"]["kind"], _cell(c["scope"]["id"]), _cell(c["root_cause"]),
-                    _ts(c["start"]), _ts(c.get("end")), c["detections"], c["repeats"]))
+                    _ts(c["start"]), _ts(c.get("end")), c["detections"], c["repeats"])
+                    + (" %s |" % _cell(_snapshot_cell(c.get("snapshot"))) if snaps else ""))
             out.append("")
     racks = report["racks"]
     bad = sorted((r for r in racks if racks[r]["bad"]), key=lambda r: (-racks[r]["bad"], r))
@@ -120,6 +138,18 @@ def render_markdown(report):
     if report.get("repairs") is not None:
         out.extend(_repairs_markdown(report["repairs"]))
     return "\n".join(out) + "\n"
+
+
+def _snapshot_cell(link):
+    """The case's snapshot index, or none; a partial or unreadable one says so."""
+    if not link:
+        return "none"
+    if link.get("error"):
+        return "%s (unreadable)" % link["index"]
+    if not link.get("complete"):
+        failed = link.get("failed") or []
+        return "%s (partial: %d of %d missing: %s)" % (link["index"], len(failed), link.get("nodes", 0), ", ".join(failed))
+    return link["index"]
 
 
 def _dur(s):

@@ -49,6 +49,11 @@ Outcomes of :func:`decide` (``outcome`` key):
 An undrain outcome carries ``"action": "undrain"`` (its own request id, :func:`undrain_request_id`); it never
 counts against the pre-queue budget (it gives capacity back), and one closed case queues one undrain.
 
+Snapshots (:func:`snapshot`): the ``open`` event of a case also queues one snapshot of its devices
+(``playbooks/case_snapshot.yml``, read-only), in every mode; its own request id (:func:`snapshot_request_id`),
+once per case (a re-sent ``open`` line or a replay is a duplicate), never on ``updated`` or ``closed``, never
+counted against the pre-queue budget (it changes nothing on a device).
+
 The pre-queue budget (the seam): :func:`decide` and :func:`approve` take ``budget``, a callable
 ``budget(request, history, now) -> (allowed, reasons)``. The default, :func:`zone_rate_budget`, bounds
 how many drains the rulebook queues per zone within a window (the ``max_auto_drains_per_zone`` /
@@ -182,6 +187,34 @@ def undrain_request_id(case_id):
     return "req-" + hashlib.sha256((case_id + "#undrain").encode("utf-8")).hexdigest()[:16]
 
 
+def snapshot_request_id(case_id):
+    """The id of a case's snapshot request (distinct from its drain's and its undrain's)."""
+    return "req-" + hashlib.sha256((case_id + "#snapshot").encode("utf-8")).hexdigest()[:16]
+
+
+def snapshot(event, history):
+    """The snapshot of one case event: ``{"case", "state", "kind", "zone", "element", "outcome", "request",
+    "extra_vars", "reasons", "action": "snapshot"}`` with outcome ``queued`` (the ``open`` event of a case not
+    snapshot yet), ``duplicate`` (its snapshot was queued before: a re-sent or replayed ``open`` line) or
+    ``ignored`` (``updated`` and ``closed`` events: the snapshot is the state when the problem was detected).
+    ``history["snapshots"]``: {case id: outcome} (:func:`.eda_journal.fold`). Raises :class:`CaseError` like
+    :func:`decide`. ``extra_vars`` are ``playbooks/case_snapshot.yml``'s: ``case_snapshot_case`` (the case)."""
+    case = check_case(event)
+    cid = case["id"]
+    out = {"case": cid, "state": case["state"], "kind": case["scope"]["kind"], "zone": case["scope"].get("zone"),
+           "root_cause": case.get("root_cause"), "action": "snapshot", "element": "snapshot:%s" % cid,
+           "request": snapshot_request_id(cid), "extra_vars": None, "reasons": [], "mode": None}
+    if case["state"] != "open":
+        out.update(outcome="ignored", reasons=["case %s: a snapshot is taken on its open event only" % case["state"]])
+        return out
+    last = history.get("snapshots", {}).get(cid)
+    if last == "queued":
+        out.update(outcome="duplicate", reasons=["snapshot of case %s already queued" % cid])
+        return out
+    out.update(outcome="queued", extra_vars={"case_snapshot_case": dict(case)})
+    return out
+
+
 def throttle_key(plan):
     """What the rulebook's ``throttle`` groups by (``group_by_attributes``): the case and its element."""
     return {"case": plan["case"], "element": plan["element"] or "(none)"}
@@ -311,12 +344,13 @@ def approve(pending, history, now, budget=None):
 def rulebook_event(result):
     """The event the source puts on the rulebook's queue for one decision: ``{"netscale": {...}}``.
 
-    ``dispatch`` is what the rulebook does: ``drain`` (start the drain playbook with ``extra_vars``), or
-    ``report`` (print ``summary``; nothing changes). Duplicates and ignored events are not sent at all."""
+    ``dispatch`` is what the rulebook does: ``drain`` (start the drain playbook with ``extra_vars``), ``undrain``,
+    ``snapshot`` (start the snapshot playbook), or ``report`` (print ``summary``; nothing changes). Duplicates and
+    ignored events are not sent at all."""
     if result["outcome"] in ("duplicate", "ignored"):
         return None
     if result["outcome"] == "queued":
-        dispatch = "undrain" if result.get("action") == "undrain" else "drain"
+        dispatch = result.get("action") if result.get("action") in ("undrain", "snapshot") else "drain"
     else:
         dispatch = "report"
     summary = "case %s (%s): %s" % (result["case"], result["kind"], result["outcome"])

@@ -16,6 +16,8 @@ Journal records (one JSON object per line, ``"v": 1``)::
 
     {"type": "decision", "time", "case", "kind", "zone", "element", "outcome", "mode", "reasons",
      "request", "extra_vars", "action", "root_cause"}
+    {"type": "snapshot", "time", "case", "kind", "zone", "element", "outcome", "mode", "reasons", "request",
+     "extra_vars", "action": "snapshot", "root_cause"}       the snapshot of a case's open event (queued, duplicate)
     {"type": "rejected", "time", "error", "line"}            a case event that breaks the contract
     {"type": "mode", "time", "mode", "previous"}             the mode file changed the mode
     {"type": "run", "time", "request", "case", "status": "started" | "succeeded" | "failed",
@@ -102,13 +104,22 @@ def read(path):
 
 
 def empty_history():
-    return {"cases": {}, "queued": [], "requests": {}, "undrains": {}}
+    return {"cases": {}, "queued": [], "requests": {}, "undrains": {}, "snapshots": {}}
 
 
 def apply(history, rec):
     """Fold one record into ``history`` (in place; returns it)."""
     kind = rec.get("type")
-    if kind == "decision" and rec.get("action") == "undrain":
+    if kind == "snapshot":
+        # a case's snapshot: its own history (one per case; never counted against the pre-queue budget)
+        outcome = rec.get("outcome")
+        if outcome == "queued" and rec.get("case"):
+            history.setdefault("snapshots", {})[rec["case"]] = outcome
+            if rec.get("request"):
+                history["requests"].setdefault(rec["request"], {}).update(
+                    state=outcome, case=rec.get("case"), element=rec.get("element"), time=rec.get("time"),
+                    action="snapshot")
+    elif kind == "decision" and rec.get("action") == "undrain":
         # a closed case's undrain: its own history (never counted against the pre-queue budget)
         outcome = rec.get("outcome")
         if outcome != "duplicate" and rec.get("case"):
@@ -155,7 +166,7 @@ def runs(records):
             continue
         entry = out.setdefault(req, {"request": req, "case": rec.get("case"), "element": rec.get("element"),
                                      "outcome": None, "runs": [], "status": None})
-        if rec.get("type") == "decision" and rec.get("outcome") != "duplicate":
+        if rec.get("type") in ("decision", "snapshot") and rec.get("outcome") != "duplicate":
             entry["outcome"] = rec.get("outcome")
             entry["status"] = rec.get("outcome")
         elif rec.get("type") == "run":
@@ -278,8 +289,12 @@ class Dispatcher(object):
     ``budget`` is the pre-queue budget (:func:`.actions.zone_rate_budget` by default): the seam where a
     caller with the fabric view plugs the full remediation budget."""
 
-    def __init__(self, state_dir, mode, policy=None, budget=None, clock=time.time, undrain_retry=None):
+    def __init__(self, state_dir, mode, policy=None, budget=None, clock=time.time, undrain_retry=None,
+                 snapshot=False):
         self.state_dir = state_dir
+        # the open event of a case queues one snapshot of its devices (playbooks/case_snapshot.yml), in every mode;
+        # the event source turns it on (its option snapshot, default true), the class keeps its earlier behaviour
+        self.snapshot = bool(snapshot)
         # a refused (window not clean yet) or failed undrain is queued again: {"interval": s, "attempts": n}
         self.undrain_retry = dict(UNDRAIN_RETRY, **(undrain_retry or {}))
         for key in ("interval", "attempts"):
@@ -330,7 +345,9 @@ class Dispatcher(object):
         return self._record(rec)
 
     def handle_line(self, line):
-        """One line of the case file -> the rulebook events to put (zero or one)."""
+        """One line of the case file -> the rulebook events to put (zero, one or two). The open event of a case
+        queues its snapshot first, so that the snapshot (rulebook actions run one at a time) records the devices
+        as the problem left them, before a drain changes them."""
         line = line.strip()
         if not line:
             return []
@@ -340,7 +357,21 @@ class Dispatcher(object):
         except (ValueError, actions.CaseError) as exc:
             self._record({"type": "rejected", "error": str(exc), "line": line[:2000]})
             return []
-        return self._emit(result)
+        out = self._snapshot(event) if self.snapshot else []
+        return out + self._emit(result)
+
+    def _snapshot(self, event):
+        result = actions.snapshot(event, self.history)
+        if result["outcome"] == "ignored":
+            return []
+        result["mode"] = self.mode
+        keep = ("case", "kind", "zone", "element", "outcome", "mode", "reasons", "request", "extra_vars", "action",
+                "root_cause")
+        rec = dict((k, result.get(k)) for k in keep)
+        rec["type"] = "snapshot"
+        self._record(rec)
+        ev = actions.rulebook_event(result)
+        return [ev] if ev else []
 
     def _emit(self, result):
         self._decision(result)

@@ -10,7 +10,12 @@ point the same test at the real drain.yml (its variables are the same: drain_sco
 The tests run in file order and build on one journal: report (nothing runs), auto (a duplicate starts one run),
 a storm of 10 cases in one zone (no more runs than the budget of 2 per zone, set low to keep CI short; the rest
 refused and reported), a failing
-playbook (recorded as failed), approve (nothing runs until the approval, then exactly one run).
+playbook (recorded as failed), approve (nothing runs until the approval, then exactly one run). That process runs
+with ``netscale_eda_snapshot: false`` (the tests were written before snapshots; their timing counts the drains).
+
+A second rulebook process (fixture ``snapshot_rulebook``, started only by the snapshot test) runs with snapshots on
+(the default) and the stand-in tests/e2e/eda/playbooks/snapshot_recorder.yml: a case's open event starts one snapshot
+in mode report and in mode auto (before its drain); updated and re-sent open lines start none.
 """
 import glob
 import json
@@ -36,6 +41,7 @@ DRAIN = os.environ.get("EDA_TEST_DRAIN_PLAYBOOK") or os.path.join(os.path.dirnam
                                                                   "drain_recorder.yml")
 UNDRAIN = os.environ.get("EDA_TEST_UNDRAIN_PLAYBOOK") or os.path.join(os.path.dirname(__file__), "playbooks",
                                                                       "undrain_recorder.yml")
+SNAPSHOT = os.path.join(os.path.dirname(__file__), "playbooks", "snapshot_recorder.yml")
 STARTUP_TIMEOUT = 120.0
 RUN_TIMEOUT = 90.0
 
@@ -105,16 +111,25 @@ class Rulebook(object):
 
 @pytest.fixture(scope="module")
 def rulebook(tmp_path_factory):
+    yield from _rulebook(tmp_path_factory, {"netscale_eda_snapshot": False})
+
+
+@pytest.fixture(scope="module")
+def snapshot_rulebook(tmp_path_factory):
+    yield from _rulebook(tmp_path_factory, {"netscale_eda_snapshot_playbook": SNAPSHOT})
+
+
+def _rulebook(tmp_path_factory, extra_vars):
     work = str(tmp_path_factory.mktemp("eda"))
     rb = Rulebook(work)
     os.makedirs(rb.records)
     open(rb.cases, "w").close()
     with open(os.path.join(work, "vars.yml"), "w") as handle:
-        json.dump({"netscale_eda_case_file": rb.cases, "netscale_eda_state_dir": rb.state,
-                   "netscale_eda_mode": "report", "netscale_eda_drain_playbook": DRAIN,
-                   "netscale_eda_budget": {"max_auto_drains_per_zone": 2, "rate_window": 3600},
-                   "netscale_eda_undrain_playbook": UNDRAIN, "netscale_eda_clean_window": 45,
-                   "netscale_eda_undrain_retry": {"interval": 2, "attempts": 1}}, handle)
+        json.dump(dict({"netscale_eda_case_file": rb.cases, "netscale_eda_state_dir": rb.state,
+                        "netscale_eda_mode": "report", "netscale_eda_drain_playbook": DRAIN,
+                        "netscale_eda_budget": {"max_auto_drains_per_zone": 2, "rate_window": 3600},
+                        "netscale_eda_undrain_playbook": UNDRAIN, "netscale_eda_clean_window": 45,
+                        "netscale_eda_undrain_retry": {"interval": 2, "attempts": 1}}, **extra_vars), handle)
     with open(os.path.join(work, "inventory.yml"), "w") as handle:
         handle.write("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
                      "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
@@ -262,3 +277,39 @@ def test_closed_case_undrains_in_auto_and_a_refused_undrain_is_retried(rulebook)
     assert retry["outcome"] == "queued" and retry["reasons"][0].startswith("retry 1 of 1: the last undrain run failed")
     failed = eda_journal.summary(rulebook.journal())["failed"]
     assert (actions.undrain_request_id("back-2"), "back-2") in failed
+
+
+def _snapshot_records(rulebook, case):
+    out = []
+    for path in sorted(glob.glob(os.path.join(rulebook.records, "snapshot-%s-*.json" % case.replace("/", "+")))):
+        with open(path) as handle:
+            out.append(json.load(handle))
+    return out
+
+
+def _snapshot_runs(rulebook, case):
+    return eda_journal.runs(rulebook.journal()).get(actions.snapshot_request_id(case), {}).get("runs", [])
+
+
+def test_open_case_starts_one_snapshot_in_report_and_auto_and_updated_none(snapshot_rulebook):
+    rb = snapshot_rulebook
+    # mode report: the snapshot runs (it changes nothing on a device), the drain does not
+    rep = "snap-r/nic1@1"
+    rb.write(case_line(rep, host="h-snap-r", zone="az-snap"), case_line(rep, host="h-snap-r", zone="az-snap", state="updated", repeats=2))
+    rb.wait(lambda: [r["status"] for r in _snapshot_runs(rb, rep)] == ["started", "succeeded"], "the snapshot of snap-r")
+    want = {"case": rep, "kind": "nic", "state": "open", "dir": os.path.join(rb.state, "snapshots"),
+            "request": actions.snapshot_request_id(rep)}
+    assert _snapshot_records(rb, rep) == [want]
+    assert [d["outcome"] for d in rb.decisions(rep)] == ["would_drain", "duplicate"] and rb.runs(rep) == []
+    # mode auto: one snapshot, then the drain; a re-sent open line and an updated line start nothing more
+    rb.set_mode("auto")
+    auto = "snap-a@2"   # no / : the drain stand-in names its record file after the case
+    line = case_line(auto, host="h-snap-a", nic=0, zone="az-snap")
+    rb.write(line, line, case_line(auto, host="h-snap-a", nic=0, zone="az-snap", state="updated", repeats=2))
+    rb.wait(lambda: [r["status"] for r in rb.runs(auto)] == ["started", "succeeded"], "the drain of snap-a")
+    assert [r["status"] for r in _snapshot_runs(rb, auto)] == ["started", "succeeded"]
+    assert _snapshot_runs(rb, auto)[-1]["time"] <= rb.runs(auto)[0]["time"]   # the snapshot ran first
+    time.sleep(3)   # six poll intervals: nothing more starts
+    assert len(_snapshot_records(rb, auto)) == 1 and len(_snapshot_records(rb, rep)) == 1
+    snaps = [r["outcome"] for r in rb.journal() if r.get("type") == "snapshot" and r.get("case") == auto]
+    assert snaps == ["queued", "duplicate"]

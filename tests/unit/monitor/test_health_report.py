@@ -82,3 +82,30 @@ def test_markdown_escapes_table_cells_and_svg_escapes_names():
     assert "x\\|y" in report.render_markdown(rep)
     assert "r&lt;1&gt;" in report.render_svg(rep)
     ET.fromstring(report.render_svg(rep))
+
+
+def _case(cid, status, start, end=None):
+    return {"id": cid, "status": status, "scope": {"kind": "nic", "id": cid.split("@")[0]}, "root_cause": "loss",
+            "start": start, "end": end, "detections": 3, "repeats": 1}
+
+
+def test_report_links_each_listed_case_to_its_snapshot_index_or_none():
+    cases = [_case("h1/nic1@1", "open", T0), _case("h2/nic2@2", "closed", T0, T0 + 60),
+             _case("h3/nic1@3", "closed", T0, T0 - 7200), _case("h4/nic1@4", "open", T0 + 5)]
+    links = {"h1/nic1@1": {"index": "/s/lab/h1+nic1@1/index.json", "complete": True, "nodes": 2, "failed": []},
+             "h2/nic2@2": {"index": "/s/lab/h2+nic2@2/index.json", "complete": False, "nodes": 2, "failed": ["r1-tor"]},
+             "h4/nic1@4": None}
+    rep = report.build(cases, {"r1": {int(T0 // 60): "good"}}, T0 + 120, recent=3600, snapshots=links)
+    assert [(c["id"], c["snapshot"]) for c in rep["open_cases"]] == [("h1/nic1@1", links["h1/nic1@1"]), ("h4/nic1@4", None)]
+    assert [(c["id"], c["snapshot"]) for c in rep["recent_cases"]] == [("h2/nic2@2", links["h2/nic2@2"])]
+    md = report.render_markdown(rep)
+    assert "| case | scope | root cause | start | end | detections | repeats | snapshot |" in md
+    assert "| 3 | 1 | /s/lab/h1+nic1@1/index.json |" in md
+    assert "| 3 | 1 | none |" in md
+    assert "| 3 | 1 | /s/lab/h2+nic2@2/index.json (partial: 1 of 2 missing: r1-tor) |" in md
+    assert json.loads(report.render_json(rep))["open_cases"][0]["snapshot"]["index"] == "/s/lab/h1+nic1@1/index.json"
+    # without snapshots the tables are as before (no column, no key)
+    plain = report.build(cases, {"r1": {int(T0 // 60): "good"}}, T0 + 120, recent=3600)
+    assert "snapshot" not in report.render_markdown(plain) and "snapshot" not in plain["open_cases"][0]
+    with pytest.raises(report.ReportError, match="snapshots"):
+        report.build(cases, {}, T0, snapshots=["h1"])

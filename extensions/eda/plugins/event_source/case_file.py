@@ -24,6 +24,9 @@ description:
   - A closed case whose drain was queued puts an C(undrain) event in mode C(auto) (the undrain playbook then
     waits for the element's clean probe window); in C(approve) and C(report) it is reported with the command.
   - In mode C(approve) a drain waits in C(state_dir/pending/) until C(playbooks/eda_approve.yml) approves it.
+  - The C(open) event of a case also puts one C(snapshot) event (before its drain or report), in every mode, once
+    per case (C(updated) and C(closed) events never do): the rulebook runs C(playbooks/case_snapshot.yml), which
+    changes nothing on a device. O(snapshot=false) turns it off.
   - A file C(state_dir/mode) (auto, approve or report) overrides O(mode) while present, without a restart.
 options:
   path:
@@ -47,6 +50,10 @@ options:
       C(interval) seconds (300), at most C(attempts) times (12; 0 never).
     type: dict
     default: {}
+  snapshot:
+    description: Queue a snapshot of the devices of each case on its C(open) event.
+    type: bool
+    default: true
   start_at:
     description: Where to start without a saved offset, C(end) (skip old cases) or C(beginning).
     type: str
@@ -79,6 +86,18 @@ def _core():
     return eda_journal
 
 
+def _flag(value):
+    """A boolean option as a rulebook variable may give it (true, "true", "false", "no", 0...)."""
+    if isinstance(value, str):
+        if value.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.strip().lower() in ("0", "false", "no", "off", ""):
+            return False
+        raise ValueError("netscale.multinic.case_file: snapshot=%r is not a boolean. Fix: true or false "
+                         "(netscale_eda_snapshot)." % value)
+    return bool(value)
+
+
 async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
     """Tail the case file; put one event per decision (await queue.put: an event storm waits, never drops)."""
     eda_journal = _core()
@@ -89,7 +108,8 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
     state_dir = args["state_dir"]
     os.makedirs(state_dir, exist_ok=True)
     dispatcher = eda_journal.Dispatcher(state_dir, args.get("mode") or "report", args.get("budget") or {},
-                                        undrain_retry=args.get("undrain_retry") or {})
+                                        undrain_retry=args.get("undrain_retry") or {},
+                                        snapshot=_flag(args.get("snapshot", True)))
     tail = eda_journal.CaseTail(args["path"], os.path.join(state_dir, eda_journal.OFFSET),
                                 args.get("start_at") or "end")
     interval = float(args.get("poll_interval", 0.5))
