@@ -3,13 +3,15 @@
 # container), started and stopped by PID (docs/remediation-eda.md; with systemd use the unit shown there).
 #   eda-rulebook.sh start  --cases FILE --state DIR --inventory INV [--mode report|approve|auto]
 #                          [--drain-playbook PATH] [--budget '{"max_auto_drains_per_zone": 3}']
+#                          [--reports DIR]   the reports directory the fabric's rollouts and drains share (drain
+#                                            journal DIR/drain, fabric lease DIR/journal/leases): <checkout>/reports
 #   eda-rulebook.sh stop   --state DIR        (SIGTERM to the process group it started, by its PID file)
 #   eda-rulebook.sh status --state DIR        (running or not, and the journal summary as JSON)
 # Switch modes without a restart: echo approve > DIR/mode. Approve a request: playbooks/eda_approve.yml.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cmd=${1:-}; shift || true
-cases= state= mode=report inventory= drain="$here/playbooks/drain.yml" budget='{}'
+cases= state= mode=report inventory= drain="$here/playbooks/drain.yml" budget='{}' reports="$here/reports"
 while [ $# -gt 0 ]; do
   case "$1" in
     --cases) cases=$2; shift 2 ;;
@@ -18,6 +20,7 @@ while [ $# -gt 0 ]; do
     --inventory) inventory=$2; shift 2 ;;
     --drain-playbook) drain=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
+    --reports) reports=$2; shift 2 ;;
     *) echo "eda-rulebook.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -37,18 +40,18 @@ case "$cmd" in
     if running; then echo "eda-rulebook.sh: already running (pid $(cat "$pidfile"))" >&2; exit 1; fi
     mkdir -p "$state"
     rm -f "$state/status.json"
-    CASES=$(realpath -m "$cases") STATE="$state" MODE="$mode" DRAIN=$(realpath -m "$drain") BUDGET="$budget" "$py" -c '
+    CASES=$(realpath -m "$cases") STATE="$state" MODE="$mode" DRAIN=$(realpath -m "$drain") BUDGET="$budget" REPORTS=$(realpath -m "$reports") "$py" -c '
 import json, os
 v = {"netscale_eda_case_file": os.environ["CASES"], "netscale_eda_state_dir": os.environ["STATE"],
      "netscale_eda_mode": os.environ["MODE"], "netscale_eda_drain_playbook": os.environ["DRAIN"],
-     "netscale_eda_budget": json.loads(os.environ["BUDGET"])}
+     "netscale_eda_budget": json.loads(os.environ["BUDGET"]), "netscale_eda_report_root": os.environ["REPORTS"]}
 json.dump(v, open(os.path.join(os.environ["STATE"], "vars.yml"), "w"), indent=1)'
     args=(-r netscale.multinic.remediate --vars "$state/vars.yml")
     args+=(-i "$(realpath -m "$inventory")")
-    # the checkout's ansible.cfg finds the collection; the eda_journal callback records each playbook's outcome
+    # the checkout's ansible.cfg finds the collection and enables the callbacks: eda_journal records each playbook's
+    # outcome, fabric_lease gives the lease back when a drain fails (ANSIBLE_CALLBACKS_ENABLED would replace that list)
     cd "$here"
-    PATH="$here/.venv/bin:$PATH" ANSIBLE_CONFIG="$here/ansible.cfg" \
-      ANSIBLE_CALLBACKS_ENABLED="netscale.multinic.eda_journal" PYTHONUNBUFFERED=1 \
+    PATH="$here/.venv/bin:$PATH" ANSIBLE_CONFIG="$here/ansible.cfg" PYTHONUNBUFFERED=1 \
       setsid "$here/.venv/bin/ansible-rulebook" "${args[@]}" >"$state/rulebook.log" 2>&1 </dev/null &
     echo $! > "$pidfile"
     t0=$(date +%s.%N)

@@ -69,6 +69,10 @@ class CallbackModule(CallbackBase):
         if failed or dark:
             detail = "failed hosts: %s; unreachable hosts: %s" % (", ".join(failed) or "-", ", ".join(dark) or "-")
             self._record("failed", detail)
+        elif not stats.processed:
+            # every play skipped ("no hosts matched"): nothing was decided or changed, which is not a success
+            self._record("failed", "ran on no host: the --limit matched none (ansible-rulebook passes the rulebook's "
+                                   "hosts as --limit; they must include localhost, where the decisions run)")
         else:
             self._record("succeeded", "ok on %d host(s)" % len(stats.processed))
 

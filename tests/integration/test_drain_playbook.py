@@ -98,3 +98,25 @@ def test_drain_refused_while_another_job_holds_the_fabric_lease(tmp_path):
     outcomes = [(r["type"], r.get("allowed", r.get("ok"))) for r in _journal(journal)]
     assert outcomes == [("decision", True), ("outcome", True)]
     assert not lease.inspect(leases, "example")["members"]   # the drain gave it back
+
+
+def test_started_by_the_rulebook_without_the_fabrics_journal_is_refused(tmp_path):
+    """Under Event-Driven Ansible the playbook runs from a temporary copy of its directory: a drain started by the
+    rulebook (netscale_eda_request set) without absolute paths for the drain journal and the lease decides nothing,
+    says which variable to set, and journals nothing (a journal under the copy would be empty every time and the
+    budget and the lease would see no earlier drain and no rollout)."""
+    def run(*extra):
+        return subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(ROOT, "playbooks", "drain.yml"),
+                               "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1",
+                               "-e", "netscale_eda_request=req-1"] + list(extra),
+                              cwd=str(tmp_path), env=ENV, capture_output=True, text=True, check=False)
+    bare = run()
+    assert bare.returncode != 0 and "Fix: set netscale_eda_report_root" in bare.stdout, bare.stdout[-3000:]
+    relative = run("-e", "drain_journal_dir=reports/drain", "-e", "rollout_report_root=reports")
+    assert relative.returncode != 0 and "drain_journal_dir=reports/drain" in relative.stdout, relative.stdout[-3000:]
+    assert os.listdir(str(tmp_path)) == []   # nothing journaled, no lease taken, anywhere under the working dir
+    journal = tmp_path / "reports" / "drain"
+    given = run("-e", "drain_journal_dir=%s" % journal, "-e", "rollout_report_root=%s" % (tmp_path / "reports"),
+                "-e", json.dumps({"drain_budget": {"max_zone_tor_share": 0.5}}))
+    assert given.returncode == 0, given.stdout[-3000:]
+    assert [(r["type"], r.get("allowed", r.get("ok"))) for r in _journal(journal)] == [("decision", True), ("outcome", True)]

@@ -446,10 +446,29 @@ class Dispatcher(object):
             out.extend(self._emit(result))
         return out
 
-    def write_status(self, case_file, pid):
-        atomic_write(os.path.join(self.state_dir, STATUS), json.dumps(
-            {"pid": pid, "mode": self.mode, "case_file": case_file, "started": self.clock()}, sort_keys=True) + "\n",
-            mode=0o600)
+    def write_status(self, case_file, pid, report_root=None):
+        status = {"pid": pid, "mode": self.mode, "case_file": case_file, "started": self.clock()}
+        if report_root is not None:
+            status["report_root"] = report_root
+        atomic_write(os.path.join(self.state_dir, STATUS), json.dumps(status, sort_keys=True) + "\n", mode=0o600)
+
+
+def check_report_root(value):
+    """The reports directory the fabric's rollouts and drains share (``netscale_eda_report_root``), as an absolute
+    path. ansible-rulebook's run_playbook runs each playbook from a temporary copy of its directory, removed after
+    the run: a drain journal or a fabric lease found through the playbook's directory would be a new, empty one on
+    every run, and the blast-radius budget and the lease would see nothing. So the rulebook passes this directory to
+    every drain and undrain, and it must be given, absolute. Raises ValueError naming the field, the value and the fix."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("netscale.multinic.case_file: report_root=%r: the reports directory the fabric's rollouts and "
+                         "drains share is required (the drain journal is <it>/drain, the fabric lease <it>/journal/leases). "
+                         "Fix: set netscale_eda_report_root to it, e.g. /opt/netscale-multinic/reports (scripts/"
+                         "eda-rulebook.sh passes <checkout>/reports)." % (value,))
+    if not os.path.isabs(value):
+        raise ValueError("netscale.multinic.case_file: report_root=%r is not an absolute path: the drains run from a "
+                         "temporary copy of the playbook directory, a relative path would land there. Fix: set "
+                         "netscale_eda_report_root to an absolute path, e.g. %s." % (value, os.path.abspath(value)))
+    return os.path.normpath(value)
 
 
 def summary(records):

@@ -64,6 +64,7 @@ class Rulebook(object):
         self.cases = os.path.join(work, "cases.jsonl")
         self.state = os.path.join(work, "state")
         self.records = os.path.join(work, "records")
+        self.reports = os.path.join(work, "reports")   # netscale_eda_report_root: the fabric's drain journal and lease
         self.log = os.path.join(work, "rulebook.log")
         self.proc = None
 
@@ -119,7 +120,14 @@ def snapshot_rulebook(tmp_path_factory):
     yield from _rulebook(tmp_path_factory, {"netscale_eda_snapshot_playbook": SNAPSHOT})
 
 
-def _rulebook(tmp_path_factory, extra_vars):
+@pytest.fixture(scope="module")
+def real_drain_rulebook(tmp_path_factory):
+    yield from _rulebook(tmp_path_factory, {"netscale_eda_snapshot": False,
+                                            "netscale_eda_drain_playbook": os.path.join(ROOT, "playbooks", "drain.yml")},
+                         inventory=os.path.join(ROOT, "inventories", "example", "fabric.yml"))
+
+
+def _rulebook(tmp_path_factory, extra_vars, inventory=None):
     work = str(tmp_path_factory.mktemp("eda"))
     rb = Rulebook(work)
     os.makedirs(rb.records)
@@ -129,13 +137,17 @@ def _rulebook(tmp_path_factory, extra_vars):
                         "netscale_eda_mode": "report", "netscale_eda_drain_playbook": DRAIN,
                         "netscale_eda_budget": {"max_auto_drains_per_zone": 2, "rate_window": 3600},
                         "netscale_eda_undrain_playbook": UNDRAIN, "netscale_eda_clean_window": 45,
-                        "netscale_eda_undrain_retry": {"interval": 2, "attempts": 1}}, **extra_vars), handle)
-    with open(os.path.join(work, "inventory.yml"), "w") as handle:
-        handle.write("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
-                     "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
+                        "netscale_eda_undrain_retry": {"interval": 2, "attempts": 1},
+                        "netscale_eda_report_root": rb.reports}, **extra_vars), handle)
+    if inventory:
+        shutil.copy(inventory, os.path.join(work, "inventory.yml"))
+    else:
+        with open(os.path.join(work, "inventory.yml"), "w") as handle:
+            handle.write("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+                         "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
     env = dict(os.environ)
     env.update(PATH=BIN + os.pathsep + env.get("PATH", ""), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_CALLBACKS_ENABLED="netscale.multinic.eda_journal", EDA_TEST_RECORD_DIR=rb.records,
+               EDA_TEST_RECORD_DIR=rb.records,
                PYTHONUNBUFFERED="1")
     t0 = time.time()
     with open(rb.log, "w") as log:
@@ -297,7 +309,7 @@ def test_open_case_starts_one_snapshot_in_report_and_auto_and_updated_none(snaps
     rep = "snap-r/nic1@1"
     rb.write(case_line(rep, host="h-snap-r", zone="az-snap"), case_line(rep, host="h-snap-r", zone="az-snap", state="updated", repeats=2))
     rb.wait(lambda: [r["status"] for r in _snapshot_runs(rb, rep)] == ["started", "succeeded"], "the snapshot of snap-r")
-    want = {"case": rep, "kind": "nic", "state": "open", "dir": os.path.join(rb.state, "snapshots"),
+    want = {"case": rep, "kind": "nic", "state": "open", "dir": os.path.join(rb.reports, "cases"),
             "request": actions.snapshot_request_id(rep)}
     assert _snapshot_records(rb, rep) == [want]
     assert [d["outcome"] for d in rb.decisions(rep)] == ["would_drain", "duplicate"] and rb.runs(rep) == []
@@ -313,3 +325,37 @@ def test_open_case_starts_one_snapshot_in_report_and_auto_and_updated_none(snaps
     assert len(_snapshot_records(rb, auto)) == 1 and len(_snapshot_records(rb, rep)) == 1
     snaps = [r["outcome"] for r in rb.journal() if r.get("type") == "snapshot" and r.get("case") == auto]
     assert snaps == ["queued", "duplicate"]
+
+
+def test_automatic_drains_use_the_fabrics_lease_and_drain_journal(real_drain_rulebook):
+    """The real playbooks/drain.yml started by the rulebook (run_playbook runs it from a temporary copy of its
+    directory): while a rollout holds the fabric's lease (<report_root>/journal/leases, where rollout.yml takes it) the
+    automatic drain is refused naming the holder, nothing journaled; once released, the next case's drain is decided
+    by the budget and journaled in the fabric's drain journal (<report_root>/drain), where a drain run by hand and the
+    next automatic one read it - not in the temporary copy, which ansible-rulebook removes after the run."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.rollout import lease
+    rb = real_drain_rulebook
+    leases = os.path.join(rb.reports, "journal", "leases")
+    holder = lease.make_member("rollout-under-test", "rollout.yml", pid=os.getpid())
+    assert lease.acquire(leases, "example", holder)["action"] == "acquired"
+    rb.set_mode("auto")
+    held = "tor-held@1"
+    rb.write(case_line(held, kind="tor", host=None, nic=None, tor="b1-az1-r1-tor", zone="b1-az1"))
+    rb.wait(lambda: [r["status"] for r in rb.runs(held)] == ["started", "failed"], "the drain refused by the lease",
+            RUN_TIMEOUT)
+    assert "rollout-under-test" in open(rb.log).read(), rb.tail_log()
+    drain_journal = os.path.join(rb.reports, "drain", "example", "drain-journal.jsonl")
+    assert not os.path.exists(drain_journal)
+    assert lease.inspect(leases, "example")["members"][0]["rollout_id"] == "rollout-under-test"
+    lease.release(leases, "example", lease.member_key(holder))
+    # released: the budget decides (1 of the zone's 2 racks is over the default share 0.25: refused), journaled there
+    free = "tor-free@2"
+    rb.write(case_line(free, kind="tor", host=None, nic=None, tor="b1-az1-r2-tor", zone="b1-az1"))
+    rb.wait(lambda: [r["status"] for r in rb.runs(free)] == ["started", "failed"], "the drain decided by the budget",
+            RUN_TIMEOUT)
+    with open(drain_journal) as handle:
+        recs = [json.loads(x) for x in handle if x.strip()]
+    assert [(r["type"], r["action"], r["allowed"], r.get("case")) for r in recs] == [
+        ("decision", "drain", False, free)], recs
+    assert "zone_tor_share" in json.dumps(recs[0]) or "of a zone's racks" in json.dumps(recs[0]), recs[0]
+    assert not lease.inspect(leases, "example")["members"]   # the refused drain gave the lease back

@@ -213,6 +213,48 @@ def test_loss_on_one_nic_is_one_case_of_that_nic_in_the_case_file_and_in_health(
     assert case["id"] in [c["id"] for c in rep["open_cases"] + rep["recent_cases"]]
     assert set(rep["racks"]) == {"lab-r1", "lab-r2"}
     assert sorted(os.listdir(MON_DIR + "/health")) == ["health.json", "health.md", "health.svg"]
+    _snapshot_of_the_case(case)
+
+
+def _snapshot_of_the_case(case):
+    """playbooks/case_snapshot.yml on the real lab (issue 29 item 4), for the NIC case just opened: the host and its
+    ToR, both complete, the ToR's BGP state in it, not one of the ToR's live TCP-MD5 keys in any file; the health
+    report links the case to its index."""
+    import shutil
+    import tempfile
+    out = tempfile.mkdtemp(prefix="case-snapshot-")
+    try:
+        p = labsnap.playbook("-i", labsnap.TOPOLOGY, "playbooks/case_snapshot.yml",
+                             "-e", json.dumps({"case_snapshot_case": case, "case_snapshot_dir": out}))
+        index_paths = [os.path.join(d, f) for d, dummy, fs in os.walk(out) for f in fs if f == "index.json"]
+        assert len(index_paths) == 1, (index_paths, p.stdout[-2000:])
+        with open(index_paths[0]) as f:
+            index = json.load(f)
+        nodes = dict((n["node"], n) for n in index["nodes"])
+        assert sorted(nodes) == [CASE_HOST, "lab-r1-tor"], index
+        assert all(n["ok"] for n in nodes.values()), index
+        folder = os.path.dirname(index_paths[0])
+        with open(os.path.join(folder, nodes["lab-r1-tor"]["file"])) as f:
+            tor_text = f.read()
+        assert '"bgp"' in tor_text and "<redacted>" in tor_text, tor_text[:2000]
+        # the ToR's live keys, read from the ToR itself: none in any file of the snapshot
+        running = in_host("lab-r1-tor", "vtysh", "-c", "show running-config").stdout
+        keys = set(re.findall(r"\bpassword\s+(\S+)", running))
+        assert keys, "the lab ToR runs without TCP-MD5 keys: nothing to check the redaction against"
+        for d, dummy, fs in os.walk(out):
+            for name in fs:
+                with open(os.path.join(d, name)) as f:
+                    text = f.read()
+                assert not [k for k in keys if k in text], name
+                assert oct(os.stat(os.path.join(d, name)).st_mode & 0o777) == "0o600", name
+        # health.yml links the case to its index
+        labsnap.playbook("playbooks/health.yml", "-e", "health_snapshot_dir=%s" % os.path.join(out, "lab"))
+        with open(MON_DIR + "/health/health.json") as f:
+            rep = json.load(f)
+        mine = [c for c in rep["open_cases"] + rep["recent_cases"] if c["id"] == case["id"]]
+        assert mine and json.dumps(mine[0]).count(index_paths[0]) >= 1, mine
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def test_loss_on_one_tor_port_shows_on_that_path_only(monitored_lab):

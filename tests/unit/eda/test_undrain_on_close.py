@@ -137,7 +137,7 @@ def test_undrain_rules_pass_the_core_variables_and_are_not_throttled():
         assert "throttle" not in rule     # a retry of the same case must start again
         passed = play["extra_vars"]
         assert sorted(passed) == sorted(list(event["extra_vars"]) + [
-            "netscale_eda_journal", "netscale_eda_request", "drain_clean_window"])
+            "netscale_eda_journal", "netscale_eda_request", "drain_clean_window", "drain_journal_dir", "rollout_report_root"])
         for key in event["extra_vars"]:
             if key not in ("drain_scope", "drain_case"):
                 assert passed[key] == "{{ event.netscale.extra_vars.%s }}" % key

@@ -37,6 +37,14 @@ options:
     description: Journal, offset, pending and approved requests.
     type: str
     required: true
+  report_root:
+    description:
+      - The reports directory the fabric's rollouts and drains share, absolute (the drain journal is
+        C(<report_root>/drain), the fabric lease C(<report_root>/journal/leases)). The rulebook passes it to every
+        drain and undrain, because ansible-rulebook runs a playbook from a temporary copy of its directory; the
+        source refuses to start without it. Shown in C(state_dir/status.json).
+    type: str
+    required: true
   mode:
     description: C(auto), C(approve) or C(report).
     type: str
@@ -68,6 +76,7 @@ EXAMPLES = r"""
 - netscale.multinic.case_file:
     path: /var/lib/netscale-monitor/cases.jsonl
     state_dir: /var/lib/netscale-eda
+    report_root: /opt/netscale-multinic/reports
     mode: approve
     budget:
       max_auto_drains_per_zone: 3
@@ -105,6 +114,7 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
         if not args.get(key):
             raise ValueError("netscale.multinic.case_file: %s is required. Fix: set it in the rulebook's source "
                              "(netscale_eda_case_file / netscale_eda_state_dir)." % key)
+    report_root = eda_journal.check_report_root(args.get("report_root"))
     state_dir = args["state_dir"]
     os.makedirs(state_dir, exist_ok=True)
     dispatcher = eda_journal.Dispatcher(state_dir, args.get("mode") or "report", args.get("budget") or {},
@@ -113,7 +123,7 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
     tail = eda_journal.CaseTail(args["path"], os.path.join(state_dir, eda_journal.OFFSET),
                                 args.get("start_at") or "end")
     interval = float(args.get("poll_interval", 0.5))
-    dispatcher.write_status(args["path"], os.getpid())
+    dispatcher.write_status(args["path"], os.getpid(), report_root)
     try:
         while True:
             dispatcher.refresh_mode()
@@ -131,11 +141,11 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    # python case_file.py CASES STATE_DIR [MODE]: print the events instead of queueing them
+    # python case_file.py CASES STATE_DIR REPORT_ROOT [MODE]: print the events instead of queueing them
 
     class _PrintQueue(asyncio.Queue):
         async def put(self, item):
             print(item)
 
-    asyncio.run(main(_PrintQueue(), {"path": sys.argv[1], "state_dir": sys.argv[2],
-                                     "mode": sys.argv[3] if len(sys.argv) > 3 else "report"}))
+    asyncio.run(main(_PrintQueue(), {"path": sys.argv[1], "state_dir": sys.argv[2], "report_root": sys.argv[3],
+                                     "mode": sys.argv[4] if len(sys.argv) > 4 else "report"}))
