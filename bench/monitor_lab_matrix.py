@@ -43,7 +43,7 @@ monitoring/correlator) is sent SIGTERM, then the same command line is started ag
 restarted correlator closes the cases still open (docs/operations.md, Restart). Not through the module: it would
 restart Prometheus, the relay and the storage responder too, right before the fault (restart_correlator).
 Before that the bench waits until Prometheus shows no probe lost anywhere for 20 s (the previous fault's paths
-are clean).
+are clean), every BGP and BFD session the agents see up and no session or carrier change for 30 s (stack_settled).
 
 Soak (--soak SECONDS, default 1800; 0: none): after the faults, on a restarted correlator, the same load and no
 fault: every case opened is counted (expected 0) and kept with its evidence (the agents' probe_loss events of
@@ -338,10 +338,26 @@ def safe(fn):
         return None
 
 
-def wait_clean(timeout=180):
-    """Until no probe was lost anywhere in the last 20 s (Prometheus); returns the wait or None (still lossy)."""
+def stack_settled():
+    """Every BGP and BFD session the agents see is up and none changed, nor a carrier, in the last 30 s (after a
+    ToR's FRR comes back the hosts' sidecars reconnect some 40 s later and their BFD sessions go down and up once
+    more: without this wait those events fell into the next fault's windows). An absent series counts as 0."""
+    def total(expr):
+        return sum(v for dummy, v in query(expr))
+    for a, b in (("fabric_monitor_bgp_sessions", "fabric_monitor_bgp_sessions_up"),
+                 ("fabric_monitor_bfd_sessions", "fabric_monitor_bfd_sessions_up")):
+        if total("sum(%s)" % a) != total("sum(%s)" % b):
+            return False
+    changes = ("fabric_monitor_bgp_session_changes_total", "fabric_monitor_bfd_session_changes_total",
+               "fabric_monitor_nic_carrier_changes_total")
+    return all(total("sum(increase(%s[30s]))" % m) == 0 for m in changes)
+
+
+def wait_clean(timeout=240):
+    """Until no probe was lost anywhere in the last 20 s and the sessions are settled (Prometheus); returns the
+    wait or None (still lossy or unsettled at the timeout)."""
     t0 = time.monotonic()
-    ok = wait_for(lambda: safe(lossy_paths) == [], timeout, 3.0)
+    ok = wait_for(lambda: safe(lossy_paths) == [] and safe(stack_settled), timeout, 3.0)
     return round(time.monotonic() - t0, 1) if ok else None
 
 
@@ -568,7 +584,7 @@ def run_fault(lab, f, a, load):
     rec["clean_wait_s"] = wait_clean()
     if rec["clean_wait_s"] is None:
         rec["lossy_before"] = safe(lossy_paths)
-        log("fault %s: paths still lossy before it: %s" % (f.key, rec["lossy_before"]))
+        log("fault %s: paths still lossy or sessions unsettled before it: %s" % (f.key, rec["lossy_before"]))
     rec["correlator_restart"] = restart_correlator(lab)
     time.sleep(5)
     t0 = time.time()
