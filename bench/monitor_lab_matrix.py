@@ -307,6 +307,7 @@ def restart_correlator(lab):
     if rec is None:
         raise RuntimeError("no monitoring/correlator record in %s: lab_monitoring did not start it" % STATE)
     t0 = time.time()
+    n_lines = len(case_lines())
     kill(rec["pid"], rec.get("started"), signal.SIGTERM)
     if wait_gone([(rec["pid"], rec.get("started"))], timeout=15.0):
         kill(rec["pid"], rec.get("started"), signal.SIGKILL)
@@ -327,7 +328,8 @@ def restart_correlator(lab):
     if not fresh or proc.poll() is not None:
         raise RuntimeError("the restarted correlator wrote no current cases within 30 s (rc %s); log: %s"
                            % (proc.poll(), MON.log_tail(MON_DIR + "/correlator.log")))
-    closed = [c["id"] for c in case_lines() if c.get("state") == "closed" and (c.get("closed_at") or 0) >= t0 - 1]
+    # the cases the restart closed: the case lines it appended (a case line carries no closed_at)
+    closed = [c["id"] for c in case_lines()[n_lines:] if c.get("state") == "closed"]
     return {"old_pid": rec["pid"], "new_pid": proc.pid, "seconds": round(time.time() - t0, 1), "closed": closed}
 
 
