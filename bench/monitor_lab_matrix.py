@@ -72,7 +72,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.lab import fault
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import monitoring as MON  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import alive, kill, wait_gone  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import kill, wait_gone  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name  # noqa: E402
 
 TOPOLOGY = os.path.join(REPO, "inventories", "lab", "fabric.yml")
@@ -113,7 +113,7 @@ def playbook(*args, check=True, timeout=900):
     argv = [os.path.join(VENV_BIN, "ansible-playbook")] + list(args)
     t0 = time.monotonic()
     p = subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout, check=False)
-    with open(os.path.join(WORK, "playbook-%d.log" % int(time.time() * 1000)), "w") as f:
+    with open(os.path.join(WORK, "playbook-%d.log" % int(time.time() * 1000)), "w", encoding="utf-8") as f:
         f.write(" ".join(argv) + "\n" + p.stdout + "\n" + p.stderr)
     if check and p.returncode != 0:
         raise RuntimeError("ansible-playbook %s failed rc=%d\n%s\n%s"
@@ -129,7 +129,7 @@ def sh(argv, check=True, timeout=60, input_text=None):
 
 
 def state():
-    with open(STATE) as f:
+    with open(STATE, encoding="utf-8") as f:
         return json.load(f)
 
 
@@ -163,7 +163,7 @@ def build(mode):
 
 # ---- Prometheus and the case file ----------------------------------------------------------------
 def prom_url():
-    with open(MON_DIR + "/url") as f:
+    with open(MON_DIR + "/url", encoding="utf-8") as f:
         return f.read().strip()
 
 
@@ -187,7 +187,7 @@ def agents_up():
 
 def case_lines():
     try:
-        with open(CASE_FILE) as f:
+        with open(CASE_FILE, encoding="utf-8") as f:
             out = []
             for line in f:
                 if line.strip():
@@ -223,7 +223,7 @@ def summary(c, t0):
 
 def snapshot():
     try:
-        with open(CASES) as f:
+        with open(CASES, encoding="utf-8") as f:
             return json.load(f)
     except (OSError, ValueError) as e:
         return {"error": str(e)}
@@ -239,7 +239,7 @@ def events_tail(lab, host, since, kinds=None, limit=30):
     path = MON.host_events_path(lab, host)
     out = []
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - 2 * 1024 * 1024))
             for line in f.read().splitlines()[1:]:
@@ -257,7 +257,7 @@ def events_tail(lab, host, since, kinds=None, limit=30):
 def evidence(lab, hosts, since):
     snap = snapshot()
     try:
-        with open(MON_DIR + "/correlator.log") as f:
+        with open(MON_DIR + "/correlator.log", encoding="utf-8") as f:
             clog = f.read()[-3000:]
     except OSError:
         clog = None
@@ -561,8 +561,8 @@ def make_faults(lab, a):
     ah = a.agent_fault
 
     def agent_kill():
-        main = in_host(ah, ["systemctl", "show", "-p", "MainPID", "--value", "netscale-fabric-monitor.service"])
-        pid = int(main.stdout.strip() or 0)
+        shown = in_host(ah, ["systemctl", "show", "-p", "MainPID", "--value", "netscale-fabric-monitor.service"])
+        pid = int(shown.stdout.strip() or 0)
         if pid <= 0:
             raise RuntimeError("netscale-fabric-monitor.service has no MainPID on %s" % ah)
         in_host(ah, ["kill", "-9", str(pid)])
@@ -699,7 +699,7 @@ def soak(lab, a, load, data):
 # ---- output ---------------------------------------------------------------------------------------
 def save(path, data):
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1, sort_keys=True)
         f.write("\n")
     os.replace(tmp, path)
@@ -781,8 +781,6 @@ def main():
         for k in keys:
             try:
                 r = run_fault(lab, faults[k], a, load)
-            except KeyboardInterrupt:
-                raise
             except Exception as e:  # pylint: disable=broad-except  # recorded, the bench goes on
                 r = {"fault": k, "name": NAMES[k], "target": faults[k].target, "expected": faults[k].expected,
                      "verdict": "error", "error": "%s: %s" % (type(e).__name__, e)}
