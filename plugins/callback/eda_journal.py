@@ -14,11 +14,12 @@ description:
   - A playbook started by the C(netscale.multinic.remediate) rulebook (C(run_playbook)) gets the extra vars
     C(netscale_eda_request) and C(netscale_eda_journal). This callback appends to that journal a C(run) record
     C(started) when the first play starts and C(succeeded) or C(failed) (with the failed and unreachable
-    hosts) at the end, so a failed drain is recorded, never lost (ansible-rulebook itself only logs it).
+    hosts, or when the run reached no host at all) at the end, so a failed drain is recorded, never lost
+    (ansible-rulebook itself only logs it).
   - Without those extra vars (a playbook run by hand) it does nothing.
-  - Enable it in the environment of the C(ansible-rulebook) process, with
-    C(ANSIBLE_CALLBACKS_ENABLED=netscale.multinic.eda_journal) (keep the ones ansible.cfg enables), or in
-    ansible.cfg C(callbacks_enabled).
+  - The collection's ansible.cfg enables it in C(callbacks_enabled), beside C(netscale.multinic.fabric_lease). Do
+    not replace that list with C(ANSIBLE_CALLBACKS_ENABLED) for the rulebook: without C(fabric_lease) a drain that
+    fails keeps the fabric's lease.
 requirements:
   - enable in configuration
 """
