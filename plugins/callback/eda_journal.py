@@ -18,7 +18,7 @@ description:
     (ansible-rulebook itself only logs it).
   - Without those extra vars (a playbook run by hand) it does nothing.
   - The collection's ansible.cfg enables it in C(callbacks_enabled), beside C(netscale.multinic.fabric_lease). Do
-    not replace that list with C(ANSIBLE_CALLBACKS_ENABLED) for the rulebook: without C(fabric_lease) a drain that
+    not replace that list with C(ANSIBLE_CALLBACKS_ENABLED) for the rulebook; without C(fabric_lease) a drain that
     fails keeps the fabric's lease.
 requirements:
   - enable in configuration
