@@ -773,7 +773,11 @@ def main():
         save(a.json, data)
         lab = open_lab(TOPOLOGY)
         faults = make_faults(lab, a)
-        up = wait_for(lambda: (lambda u: u if u and all(v == 1 for v in u.values()) else None)(safe(agents_up)), 120)
+
+        def all_agents_up():
+            u = safe(agents_up)
+            return u if u and all(v == 1 for v in u.values()) else None
+        up = wait_for(all_agents_up, 120)
         data["agents_up"] = up
         load = Load(lab, a.load_host, a.mode, a.chunk)
         load.start()
