@@ -39,7 +39,7 @@ import re
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate.actions import KINDS, STATES
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import redact, write_if_changed
 
 FORMAT = 1
 INDEX = "index.json"
@@ -319,18 +319,10 @@ def render(data):
 
 def write_json(path, data, check_mode=False):
     """Write ``data`` (redacted) as JSON at ``path``, atomically, 0600, in a 0700 directory; returns whether the
-    content changed (or would)."""
-    text = render(data)
-    try:
-        with open(path) as handle:
-            if handle.read() == text and (os.stat(path).st_mode & 0o7777) == FILE_MODE:
-                return False
-    except OSError:
-        pass
+    content or mode changed (or would)."""
     if not check_mode:
         _makedirs(os.path.dirname(path))
-        atomic_write(path, text, mode=FILE_MODE, makedirs=False)
-    return True
+    return write_if_changed(path, render(data), mode=FILE_MODE, check_mode=check_mode)
 
 
 def link(snapshot_dir, case_id):
