@@ -31,14 +31,17 @@ if [ $run_static = 1 ]; then
   bash scripts/check-static.sh
 fi
 
-step "pytest"
-targets=(tests/unit tests/integration)
+step "pytest: unit and integration tests, two processes (no lab)"
+python -m pytest -q -n 2 tests/unit tests/integration
+
 molecule_tests=tests/e2e/rollout/test_molecule_rollout.py
 scoped_test=tests/e2e/rollout/test_scoped_rollout.py
 slices_test=tests/e2e/rollout/test_awx_slices.py   # own fabric (mnas): in the default + nic_failure lane
-[ $run_e2e = 1 ] && targets+=(tests/e2e --ignore="$molecule_tests" --ignore="$scoped_test" --ignore="$slices_test")
-# the slowest tests are listed at the end (where CI time goes)
-python -m pytest --durations=15 "${targets[@]}"
+if [ $run_e2e = 1 ]; then
+  step "pytest: the lab tests, one at a time"
+  # the slowest tests are listed at the end (where CI time goes)
+  python -m pytest --durations=15 tests/e2e --ignore="$molecule_tests" --ignore="$scoped_test" --ignore="$slices_test"
+fi
 
 if [ $run_e2e = 1 ]; then
   # The Molecule scenarios and the scoped-rollout lab test last, as two pytest processes side by side (each on

@@ -20,8 +20,6 @@ in mode report and in mode auto (before its drain); updated and re-sent open lin
 import glob
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -33,81 +31,16 @@ sys.path.insert(0, os.path.join(ROOT, ".build"))
 
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import actions  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import eda_journal  # noqa: E402
+from labkit import eda_rulebook  # noqa: E402
 
-BIN = os.path.join(ROOT, ".venv", "bin")
-RULEBOOK = shutil.which("ansible-rulebook", path=BIN + os.pathsep + os.environ.get("PATH", ""))
-JAVA = shutil.which("java")
 DRAIN = os.environ.get("EDA_TEST_DRAIN_PLAYBOOK") or os.path.join(os.path.dirname(__file__), "playbooks",
                                                                   "drain_recorder.yml")
 UNDRAIN = os.environ.get("EDA_TEST_UNDRAIN_PLAYBOOK") or os.path.join(os.path.dirname(__file__), "playbooks",
                                                                       "undrain_recorder.yml")
 SNAPSHOT = os.path.join(os.path.dirname(__file__), "playbooks", "snapshot_recorder.yml")
-STARTUP_TIMEOUT = 120.0
-RUN_TIMEOUT = 90.0
-
-if not RULEBOOK or not JAVA:
-    # scripts/setup.sh installs both (requirements-eda.txt, openjdk-17-jre-headless): a missing one is a broken
-    # set-up, which fails here rather than skipping
-    raise RuntimeError("ansible-rulebook (%s) or java (%s) missing: run scripts/setup.sh" % (RULEBOOK, JAVA))
-
-
-def case_line(cid, kind="nic", host="h1", nic=1, state="open", zone="az1", repeats=0, **scope):
-    sc = {"kind": kind, "host": host, "nic": nic, "tor": None, "spine": None, "zone": zone}
-    sc.update(scope)
-    return json.dumps({"case": {"id": cid, "state": state, "scope": sc, "root_cause": "loss", "detections": 2,
-                                "start": time.time(), "end": None, "repeats": repeats}}) + "\n"
-
-
-class Rulebook(object):
-    def __init__(self, work):
-        self.work = work
-        self.cases = os.path.join(work, "cases.jsonl")
-        self.state = os.path.join(work, "state")
-        self.records = os.path.join(work, "records")
-        self.reports = os.path.join(work, "reports")   # netscale_eda_report_root: the fabric's drain journal and lease
-        self.log = os.path.join(work, "rulebook.log")
-        self.proc = None
-
-    def write(self, *lines):
-        with open(self.cases, "a") as handle:
-            handle.write("".join(lines))
-
-    def journal(self):
-        return eda_journal.read(os.path.join(self.state, eda_journal.JOURNAL))
-
-    def decisions(self, case):
-        return [r for r in self.journal() if r.get("type") == "decision" and r.get("case") == case]
-
-    def runs(self, case):
-        return eda_journal.runs(self.journal()).get(actions.request_id(case), {}).get("runs", [])
-
-    def recorded(self, case):
-        out = []
-        for path in sorted(glob.glob(os.path.join(self.records, "%s-*.json" % case))):
-            with open(path) as handle:
-                out.append(json.load(handle))
-        return out
-
-    def set_mode(self, mode):
-        with open(os.path.join(self.state, eda_journal.MODE), "w") as handle:
-            handle.write(mode + "\n")
-        self.wait(lambda: any(r.get("type") == "mode" and r.get("mode") == mode for r in self.journal()),
-                  "the source to switch to mode %s" % mode, 15)
-
-    def wait(self, predicate, what, timeout=RUN_TIMEOUT):
-        end = time.time() + timeout
-        while time.time() < end:
-            if predicate():
-                return
-            if self.proc.poll() is not None:
-                pytest.fail("ansible-rulebook exited (%s) while waiting for %s:\n%s" % (
-                    self.proc.returncode, what, self.tail_log()))
-            time.sleep(0.25)
-        pytest.fail("timed out after %g s waiting for %s; rulebook log:\n%s" % (timeout, what, self.tail_log()))
-
-    def tail_log(self, n=60):
-        with open(self.log, errors="replace") as handle:
-            return "".join(handle.readlines()[-n:])
+BIN = eda_rulebook.BIN
+RUN_TIMEOUT = eda_rulebook.RUN_TIMEOUT
+case_line = eda_rulebook.case_line
 
 
 @pytest.fixture(scope="module")
@@ -128,48 +61,13 @@ def real_drain_rulebook(tmp_path_factory):
 
 
 def _rulebook(tmp_path_factory, extra_vars, inventory=None):
+    variables = dict({"netscale_eda_drain_playbook": DRAIN,
+                      "netscale_eda_budget": {"max_auto_drains_per_zone": 2, "rate_window": 3600},
+                      "netscale_eda_undrain_playbook": UNDRAIN, "netscale_eda_clean_window": 45,
+                      "netscale_eda_undrain_retry": {"interval": 2, "attempts": 1}}, **extra_vars)
     work = str(tmp_path_factory.mktemp("eda"))
-    rb = Rulebook(work)
-    os.makedirs(rb.records)
-    open(rb.cases, "w").close()
-    with open(os.path.join(work, "vars.yml"), "w") as handle:
-        json.dump(dict({"netscale_eda_case_file": rb.cases, "netscale_eda_state_dir": rb.state,
-                        "netscale_eda_mode": "report", "netscale_eda_drain_playbook": DRAIN,
-                        "netscale_eda_budget": {"max_auto_drains_per_zone": 2, "rate_window": 3600},
-                        "netscale_eda_undrain_playbook": UNDRAIN, "netscale_eda_clean_window": 45,
-                        "netscale_eda_undrain_retry": {"interval": 2, "attempts": 1},
-                        "netscale_eda_report_root": rb.reports}, **extra_vars), handle)
-    if inventory:
-        shutil.copy(inventory, os.path.join(work, "inventory.yml"))
-    else:
-        with open(os.path.join(work, "inventory.yml"), "w") as handle:
-            handle.write("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
-                         "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
-    env = dict(os.environ)
-    env.update(PATH=BIN + os.pathsep + env.get("PATH", ""), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               EDA_TEST_RECORD_DIR=rb.records,
-               PYTHONUNBUFFERED="1")
-    t0 = time.time()
-    with open(rb.log, "w") as log:
-        rb.proc = subprocess.Popen(
-            [RULEBOOK, "-r", "netscale.multinic.remediate", "--vars", "vars.yml", "-i", "inventory.yml", "-v"],
-            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        rb.wait(lambda: os.path.exists(os.path.join(rb.state, eda_journal.STATUS)), "the case_file source to start",
-                STARTUP_TIMEOUT)
-        with open(os.path.join(rb.state, eda_journal.STATUS)) as handle:
-            status = json.load(handle)
-        assert status["mode"] == "report" and status["case_file"] == rb.cases
-        print("ansible-rulebook: source tailing %.1f s after start" % (time.time() - t0))
-        yield rb
-    finally:
-        if rb.proc.poll() is None:
-            os.killpg(rb.proc.pid, signal.SIGTERM)  # its own session: the rulebook and the playbooks it started
-            try:
-                rb.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(rb.proc.pid, signal.SIGKILL)
-                rb.proc.wait(10)
+    yield from eda_rulebook.start(work, variables, inventory=inventory,
+                                  env_extra={"EDA_TEST_RECORD_DIR": os.path.join(work, "records")})
 
 
 def test_report_mode_records_would_drain_and_runs_nothing(rulebook):

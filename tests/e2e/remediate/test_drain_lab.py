@@ -18,6 +18,7 @@ import urllib.request
 import pytest
 import yaml
 
+from labkit import eda_rulebook
 from labkit import stack_lab as M
 
 HOST = "mns-r1-h2"      # 4 NICs
@@ -354,3 +355,91 @@ def test_undrain_only_after_a_clean_window(lab, agents):
     assert (tail["type"], tail["action"], tail["ok"]) == ("outcome", "undrain", True)
     print("clean window accepted %.0f s after the drain: %s; undrain.yml %.1f s" % (
         t_undrain - t0, last["window"]["summary"], time.time() - t_undrain))
+
+
+# ------------------------------------------------------------------------------------------------
+# One automatic drain/undrain cycle and a budget refusal (issue 30: "CI runs one automatic drain/undrain cycle and
+# the budget refusal"): the real ansible-rulebook in mode auto reads case events from its case file and starts the
+# real drain.yml and undrain.yml on this lab, with the fabric's drain journal under its report root. The cases are
+# written to the file by the test (the correlator's output format): the correlator itself on the lab is tested in
+# tests/e2e/monitor, the whole chain from a real fault under load is bench/remediation_lab_chain.py.
+# ------------------------------------------------------------------------------------------------
+AUTO_WINDOW = 30
+
+
+@pytest.fixture(scope="module")
+def auto_rulebook(lab, agents, tmp_path_factory):
+    work = str(tmp_path_factory.mktemp("eda-lab"))
+    inv = os.path.join(work, "inventory-src")
+    os.makedirs(inv)
+    shutil.copy(M.TOPOLOGY, os.path.join(inv, "fabric.yml"))
+    shutil.copytree(os.path.join(M.HERE, "group_vars"), os.path.join(inv, "group_vars"))
+    # the lab's tuning of the clean window, as an operator sets it: inventory variables (the rulebook passes only
+    # drain_clean_window)
+    with open(os.path.join(inv, "group_vars", "all", "remediation.yml"), "w") as f:
+        yaml.safe_dump({"drain_clean_window_settings": {"step": 5, "max_gap": 15}, "drain_prometheus_timeout": 5}, f)
+    variables = {"netscale_eda_mode": "auto", "netscale_eda_snapshot": False,
+                 "netscale_eda_clean_window": AUTO_WINDOW,
+                 "netscale_eda_drain_playbook": os.path.join(M.REPO, "playbooks", "drain.yml"),
+                 "netscale_eda_undrain_playbook": os.path.join(M.REPO, "playbooks", "undrain.yml"),
+                 "netscale_eda_undrain_retry": {"interval": 10, "attempts": 6}}
+    yield from eda_rulebook.start(os.path.join(work, "rb"), variables, inventory_dir=inv)
+
+
+def auto_journal(rb):
+    path = os.path.join(rb.reports, "drain", "mns", "drain-journal.jsonl")
+    with open(path) as f:
+        return [json.loads(x) for x in f if x.strip()]
+
+
+def test_rulebook_drains_a_nic_refuses_one_over_budget_and_undrains_after_the_clean_window(lab, auto_rulebook):
+    """Mode auto, the real playbooks: a case of NIC 1 of the 4-NIC host drains it (out of the ToR's ECMP in the
+    kernel and in FRR, marker on the host, an automatic decision in the fabric's drain journal); a case of NIC 0 of
+    the 2-NIC host in the same rack is refused by the budget (2 of the rack's 6 NICs out would pass 25 %): the run
+    is recorded failed, nothing changed on that host or the ToR; the first case's close starts undrain.yml, which
+    lets NIC 1 back only once its probes have been clean for the window: back in the ToR's ECMP, marker gone."""
+    rb = auto_rulebook
+    n = len(lab.nics(HOST))
+    case, over = "mns-auto-nic@1", "mns-auto-over@2"
+    t0 = time.time()
+    rb.write(eda_rulebook.case_line(case, host=HOST, nic=1, zone="mns-az1", tor="mns-r1-tor"))
+    rb.wait(lambda: [r["status"] for r in rb.runs(case)] == ["started", "succeeded"], "the automatic drain", 240)
+    lab.wait_width(HOST, n - 1, timeout=20)
+    t_drained = time.time()
+    kern, frr = next_hops(lab, HOST)
+    gone = nic_hops(lab, HOST, 1)
+    assert not any(kern[f] & gone or frr[f] & gone for f in ("ipv4", "ipv6")), (kern, frr)
+    assert "1" in json.loads(marker(lab, HOST))["nics"]
+    first = [r for r in auto_journal(rb) if r["type"] == "decision"]
+    assert [(r["action"], r["element"], r["allowed"], r.get("case"), r.get("automatic")) for r in first] == [
+        ("drain", "nic:%s:1" % HOST, True, case, True)], first
+    print("automatic drain of %s NIC 1: %.1f s from the case line to the ToR at width %d" % (
+        HOST, t_drained - t0, n - 1))
+    # over the rack's budget: refused by drain.yml's budget, the run failed, nothing changed
+    before = (marker(lab, SMALL), next_hops(lab, SMALL), lab.dump(SMALL))
+    rb.write(eda_rulebook.case_line(over, host=SMALL, nic=0, zone="mns-az1", tor="mns-r1-tor"))
+    rb.wait(lambda: [r["status"] for r in rb.runs(over)] == ["started", "failed"], "the refused drain", 240)
+    after = (marker(lab, SMALL), next_hops(lab, SMALL), lab.dump(SMALL))
+    assert after[0] is None and after[:2] == before[:2], (before[:2], after[:2])
+    assert M.diff_dumps(before[2], after[2]) == {}
+    refused = [r for r in auto_journal(rb) if r["type"] == "decision" and r.get("case") == over]
+    assert [(r["action"], r["element"], r["allowed"]) for r in refused] == [("drain", "nic:%s:0" % SMALL, False)], \
+        refused
+    assert "rack_nic_share" in json.dumps(refused[0]["reasons"]) or "rack" in refused[0]["reasons"][0], refused[0]
+    assert (eda_rulebook.actions.request_id(over), over) in eda_rulebook.eda_journal.summary(rb.journal())["failed"]
+    # the case closes: undrain.yml with the clean window, retried while the window after the drain is not clean yet
+    rb.write(eda_rulebook.case_line(case, host=HOST, nic=1, zone="mns-az1", tor="mns-r1-tor", state="closed"))
+    rb.wait(lambda: (rb.undrain_runs(case)[-1:] or [{}])[0].get("status") == "succeeded", "the automatic undrain",
+            AUTO_WINDOW + 240)
+    lab.wait_width(HOST, n, timeout=20)
+    t_back = time.time()
+    kern, frr = next_hops(lab, HOST)
+    for fam in ("ipv4", "ipv6"):
+        assert len(kern[fam]) == n and kern[fam] & gone and len(frr[fam]) == n and frr[fam] & gone, (fam, kern, frr)
+    assert marker(lab, HOST) is None
+    last = [r for r in auto_journal(rb) if r["type"] == "decision" and r.get("case") == case][-1]
+    assert (last["action"], last["allowed"], last["window"]["verdict"]) == ("undrain", True, "clean"), last
+    fig = last["window"]["nics"]["eth1"]
+    assert fig["lost"] == 0 and fig["resolved"] >= 5 and fig["gap_count"] == 0, fig
+    print("automatic undrain: %.1f s after the drain (window %d s; undrain runs %s)" % (
+        t_back - t_drained, AUTO_WINDOW, [r["status"] for r in rb.undrain_runs(case)]))
