@@ -41,5 +41,9 @@ url_file=/run/netscale-multinic/lab/lab/monitoring/url
 if [ -f "$url_file" ]; then
   echo "prometheus: $(cat "$url_file") (targets: /targets, SLI recording rules: /rules; docs/monitoring.md)"
 fi
+eda_state=/run/netscale-multinic/lab/lab/monitoring/eda
+if [ -f "$eda_state/status.json" ]; then
+  echo "remediation rulebook: mode $(cat "$eda_state/mode" 2>/dev/null || python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mode"])' "$eda_state/status.json"), journal $eda_state/journal.jsonl (docs/remediation-eda.md; switch: echo auto > $eda_state/mode)"
+fi
 echo "lab down:  bash scripts/main.sh --down"
 exit $rc

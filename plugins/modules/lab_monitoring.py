@@ -18,6 +18,8 @@ description:
     from inside that namespace, so a fault on a data NIC is never read as the agent being down.
   - Starts the live correlator, which reads every GPU host's detection events and writes the case file and the
     current cases (returned as RV(case_file) and RV(cases)).
+  - With O(rulebook), also the collection's remediation rulebook (C(ansible-rulebook -r netscale.multinic.remediate))
+    reading that case file, as a systemd unit would run it in production (docs/remediation-eda.md).
   - Every process is recorded in the lab's state file by PID; the lab's teardown (or O(state=absent)) stops them.
     A second run with the same settings changes nothing.
   - The recording rules give the SLIs (good and bad minutes per NIC, host, rack and zone); see docs/monitoring.md.
@@ -81,6 +83,19 @@ options:
     description: A minute counts (good or bad) only when the scope resolved at least this many probes in it.
     type: int
     default: 10
+  rulebook:
+    description:
+      - The remediation rulebook beside Prometheus, reading the live correlator's case file (unset or empty - none).
+      - Its state (journal, C(mode) file, pending approvals) is C(<dir>/eda); its log C(<dir>/rulebook.log). It waits
+        for the rulebook's event source to start (the JVM takes up to 120 s).
+      - Keys C(mode) (C(report), C(approve) or C(auto)), C(program) (the checkout's C(.venv/bin/ansible-rulebook)),
+        C(ansible_config) (the checkout's C(ansible.cfg)), C(inventory) (the lab's inventory directory, copied with its
+        group_vars for every drain), C(report_root) (the reports directory the fabric's rollouts use - drain journal
+        and lease), all absolute; optional C(budget) (netscale_eda_budget), C(clean_window) (seconds),
+        C(snapshot) (bool).
+      - The drains need the lab vault's password as every lab playbook does (ANSIBLE_VAULT_PASSWORD_FILE in the
+        environment of the play that starts it).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -133,6 +148,10 @@ cases:
   returned: state=present
   type: str
   sample: /run/netscale-multinic/lab/lab/monitoring/cases.json
+rulebook:
+  description: The remediation rulebook (with O(rulebook)) - mode, state_dir, report_root, log.
+  returned: state=present and O(rulebook) set
+  type: dict
 events_files:
   description: GPU hosts' events files the correlator reads.
   returned: state=present
@@ -167,6 +186,7 @@ def main():
             scrape_interval=dict(type="str", default="5s"),
             loss_threshold=dict(type="float", default=0.01),
             min_probes=dict(type="int", default=10),
+            rulebook=dict(type="dict"),
         ),
         required_if=[("state", "present", ("agent_program",))],
         supports_check_mode=True,
@@ -182,7 +202,7 @@ def main():
                 frr_port=p["frr_port"], agent_port=p["agent_port"], probe_port=p["probe_port"],
                 agent_program=p["agent_program"], scrape_interval=p["scrape_interval"],
                 threshold=p["loss_threshold"], min_probes=p["min_probes"],
-                correlator_program=p["correlator_program"], events_file=p["events_file"])
+                correlator_program=p["correlator_program"], events_file=p["events_file"], rulebook=p["rulebook"])
     except Exception as e:  # pylint: disable=broad-except
         module.fail_json(msg=str(e))
     module.exit_json(**result)

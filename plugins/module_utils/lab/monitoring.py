@@ -28,6 +28,12 @@ PID, and ``state: absent`` stops them alone.
   lab's topology (``topology.json``: names, NIC counts and ids only) and Prometheus's
   ``fabric_monitor:agent_down``, and writes the case file ``cases.jsonl`` and the current cases
   ``cases.json`` in the monitoring directory.
+* **Remediation rulebook** (optional, ``rulebook``): the collection's ``ansible-rulebook -r
+  netscale.multinic.remediate`` reading that case file (docs/remediation-eda.md), its state (journal, mode
+  file, approvals) in ``<monitoring dir>/eda``, its drains sharing the fabric's drain journal and lease under
+  ``report_root`` with the rollouts. This machine has no systemd of its own (the controller's PID 1 is the
+  sandbox's init), so the lab supervises it as it does Prometheus: by PID, in the monitoring cgroup, stopped with
+  the lab; production runs the systemd unit of docs/remediation-eda.md.
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ PROMETHEUS = "/usr/bin/prometheus"
 FRR_EXPORTER = "/usr/bin/prometheus-frr-exporter"
 EVENTS_FILE = "/var/log/netscale-multinic/fabric-monitor-events.jsonl"   # the agent's default (agent.py)
 CORRELATOR_PROGRAM = "netscale-case-correlator.py"   # beside the agent program in the role's files/
+RULEBOOK_MODES = ("report", "approve", "auto")
+RULEBOOK_KEYS = ("mode", "program", "ansible_config", "inventory", "report_root", "budget", "clean_window",
+                 "snapshot")
+RULEBOOK_STARTUP = 120.0   # the JVM and Drools: 3-20 s here, more on a loaded machine
 
 RELAY_SOURCE = r'''
 import ctypes, json, os, select, socket, sys, threading
@@ -133,11 +143,57 @@ def host_events_path(lab, host, events_file=EVENTS_FILE):
     return os.path.join(lab.node_dir(host), "upper", events_file.lstrip("/"))
 
 
+def rulebook_layout(mon_dir, case_file, rulebook):
+    """The remediation rulebook's process ({program, ansible_config, inventory, state_dir, vars_file, variables}) from
+    ``rulebook`` (None or {}: none; else the keys of RULEBOOK_KEYS, ``mode``, ``program``, ``ansible_config``,
+    ``inventory`` and ``report_root`` required). Pure: the files are checked when it starts."""
+    if not rulebook:
+        return None
+    if not isinstance(rulebook, dict):
+        raise LabError("rulebook: %r is not a mapping. Fix: {mode: report, program: <venv>/bin/ansible-rulebook, "
+                       "ansible_config: <checkout>/ansible.cfg, inventory: <inventory dir>, report_root: <dir>} or "
+                       "leave it unset (no rulebook)" % (rulebook,))
+    unknown = sorted(set(rulebook) - set(RULEBOOK_KEYS))
+    if unknown:
+        raise LabError("rulebook: unknown key%s %s. Fix: use %s" % (
+            "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(RULEBOOK_KEYS)))
+    mode = rulebook.get("mode")
+    if mode not in RULEBOOK_MODES:
+        raise LabError("rulebook.mode: %r is not a mode. Fix: one of %s (report changes nothing)"
+                       % (mode, ", ".join(RULEBOOK_MODES)))
+    for key in ("program", "ansible_config", "inventory", "report_root"):
+        value = rulebook.get(key)
+        if not isinstance(value, str) or not value.startswith("/"):
+            raise LabError("rulebook.%s: %r is not an absolute path. Fix: give the absolute path (the rulebook runs "
+                           "its playbooks from temporary copies, where a relative path means nothing)" % (key, value))
+    budget = rulebook.get("budget") or {}
+    if not isinstance(budget, dict):
+        raise LabError("rulebook.budget: %r is not a mapping. Fix: e.g. {max_auto_drains_per_zone: 3} or leave it "
+                       "unset (docs/remediation.md, the budget's defaults)" % (budget,))
+    state_dir = os.path.join(mon_dir, "eda")
+    variables = {"netscale_eda_case_file": case_file, "netscale_eda_state_dir": state_dir,
+                 "netscale_eda_mode": mode, "netscale_eda_report_root": os.path.normpath(rulebook["report_root"]),
+                 "netscale_eda_budget": budget}
+    if rulebook.get("clean_window") is not None:
+        window = rulebook["clean_window"]
+        if isinstance(window, str) and window.strip().isdigit():   # a templated number
+            window = int(window)
+        if isinstance(window, bool) or not isinstance(window, (int, float)) or window <= 0:
+            raise LabError("rulebook.clean_window: %r is not a positive number of seconds. Fix: e.g. 300 (the "
+                           "default) or leave it unset" % (window,))
+        variables["netscale_eda_clean_window"] = window
+    if rulebook.get("snapshot") is not None:
+        variables["netscale_eda_snapshot"] = bool(rulebook["snapshot"])
+    return {"program": os.path.realpath(rulebook["program"]), "ansible_config": os.path.realpath(
+        rulebook["ansible_config"]), "inventory": os.path.realpath(rulebook["inventory"]), "state_dir": state_dir,
+        "vars_file": os.path.join(mon_dir, "eda-vars.json"), "variables": variables}
+
+
 def layout(lab, listen="127.0.0.1", port=19090, relay_port=None, frr_port=None, agent_port=9581,
            probe_port=probemod.PORT, agent_program=None, scrape_interval="5s", threshold=0.01, min_probes=10,
-           correlator_program=None, events_file=EVENTS_FILE):
+           correlator_program=None, events_file=EVENTS_FILE, rulebook=None):
     """What runs: {"prometheus": {...}, "relay": {...}, "frr": [...], "responder": {...}, "correlator": {...},
-    "config", "rules"}."""
+    "rulebook": {...} or None, "config", "rules"}."""
     rules.check(threshold, min_probes)
     # one spelling of each program path, so that the digest (a second run changes nothing) does not depend on it
     agent_program = os.path.realpath(agent_program) if agent_program else agent_program
@@ -172,6 +228,7 @@ def layout(lab, listen="127.0.0.1", port=19090, relay_port=None, frr_port=None, 
     }
     return {
         "listen": listen, "port": port, "dir": mon_dir, "correlator": correlator,
+        "rulebook": rulebook_layout(mon_dir, correlator["case_file"], rulebook),
         "relay": {"listen": listen, "hosts": hosts, "state_file": lab.state_file, "timeout": 5.0},
         "frr": frr,
         "responder": {"netns": netns_name(lab.spec.storage_name), "port": probe_port, "program": agent_program,
@@ -208,17 +265,17 @@ def status(lab):
     return live, recs[0].get("digest"), recs
 
 
-def _spawn(lab, state, name, argv, cwd, digest, log_name):
+def _spawn(lab, state, name, argv, cwd, digest, log_name, env=None, log_dir=None):
     """Start one process in the lab's monitoring cgroup (the teardown's second net) and record it."""
     cg = lab.cg_dir("monitoring")
 
     def join_cgroup():
         with open(os.path.join(cg, "cgroup.procs"), "w") as f:
             f.write("0")
-    log = open(os.path.join(cwd, log_name), "ab")
+    log = open(os.path.join(log_dir or cwd, log_name), "ab")
     try:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
-                             start_new_session=True, close_fds=True, preexec_fn=join_cgroup)
+                             start_new_session=True, close_fds=True, preexec_fn=join_cgroup, env=env)
     finally:
         log.close()
     state.add(type="process", name=NAME_PREFIX + name, pid=p.pid, started=start_time(p.pid), keep=False,
@@ -318,6 +375,11 @@ def start(lab, check=False, **kw):
     result = {"changed": False, "url": url, "dir": lay["dir"], "targets": len(lay["relay"]["hosts"]),
               "frr_exporters": len(lay["frr"]), "storage_target": storage_target(lab),
               "case_file": cor["case_file"], "cases": cor["snapshot"], "events_files": len(cor["events"])}
+    rb = lay["rulebook"]
+    if rb:
+        result["rulebook"] = {"mode": rb["variables"]["netscale_eda_mode"], "state_dir": rb["state_dir"],
+                              "report_root": rb["variables"]["netscale_eda_report_root"],
+                              "log": os.path.join(lay["dir"], "rulebook.log")}
     if running and have == digest:
         return result
     result["changed"] = True
@@ -343,6 +405,8 @@ def start(lab, check=False, **kw):
     if not cor["program"] or not os.path.isfile(cor["program"]):
         raise LabError("correlator_program: %r is not a file; pass roles/fabric_monitor/files/%s (built by "
                        "python scripts/build-host-programs.py)" % (cor["program"], CORRELATOR_PROGRAM))
+    if rb:
+        _check_rulebook_files(rb)
     d = lay["dir"]
     state = State(lab.fabric, lab.state_root, data)
     if not os.path.isdir(d):
@@ -396,10 +460,49 @@ def start(lab, check=False, **kw):
                            % (relay.returncode, d, log_tail(os.path.join(d, "relay.log"))))
         _wait_file(cor["snapshot"], correlator, 20.0, "the live correlator", os.path.join(d, "correlator.log"),
                    since=spawned_at - 1.0)
+        if rb:
+            _start_rulebook(lab, state, rb, d, digest)
     except Exception:
         stop(lab)
         raise
     return result
+
+
+def _cgroup_pids(cg):
+    try:
+        with open(os.path.join(cg, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _check_rulebook_files(rb):
+    for key, ok, fix in (("program", os.access(rb["program"], os.X_OK), "bash scripts/setup.sh installs "
+                          "ansible-rulebook in the checkout's .venv (requirements-eda.txt)"),
+                         ("ansible_config", os.path.isfile(rb["ansible_config"]), "the checkout's ansible.cfg"),
+                         ("inventory", os.path.exists(rb["inventory"]), "the lab's inventory (its directory carries "
+                          "the group_vars the drains need)")):
+        if not ok:
+            raise LabError("rulebook.%s: %s is missing. Fix: %s; nothing was started" % (key, rb[key], fix))
+
+
+def _start_rulebook(lab, state, rb, d, digest):
+    """ansible-rulebook in the checkout (its ansible.cfg finds the collection and enables the journal callbacks), its
+    state directory kept across restarts (the journal is the memory of "one action per case")."""
+    os.makedirs(rb["state_dir"], mode=0o700, exist_ok=True)
+    status = os.path.join(rb["state_dir"], "status.json")   # remediate.eda_journal.STATUS: the source writes it
+    if os.path.exists(status):
+        os.unlink(status)
+    atomic_write(rb["vars_file"], json.dumps(rb["variables"], indent=1, sort_keys=True) + "\n", mode=0o600)
+    env = dict(os.environ)
+    env.update(ANSIBLE_CONFIG=rb["ansible_config"], PYTHONUNBUFFERED="1",
+               PATH=os.path.dirname(rb["program"]) + os.pathsep + env.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"))
+    argv = [rb["program"], "-r", "netscale.multinic.remediate", "--vars", rb["vars_file"], "-i", rb["inventory"]]
+    spawned_at = time.time()
+    proc = _spawn(lab, state, "rulebook", argv, os.path.dirname(rb["ansible_config"]), digest, "rulebook.log",
+                  env=env, log_dir=d)
+    _wait_file(status, proc, RULEBOOK_STARTUP, "the remediation rulebook (ansible-rulebook)",
+               os.path.join(d, "rulebook.log"), since=spawned_at - 1.0)
 
 
 def stop(lab, check=False):
@@ -420,6 +523,13 @@ def stop(lab, check=False):
     left = wait_gone(left, timeout=5.0)
     if left:
         raise LabError("monitoring processes still alive after SIGKILL: %s" % (left,))
+    # what the recorded processes started and left behind (the rulebook's playbook runs): the monitoring cgroup is
+    # this lab's own, so every PID still in it is ours
+    stray = [(pid, start_time(pid)) for pid in _cgroup_pids(lab.cg_dir("monitoring"))]
+    for pid, started in stray:
+        kill(pid, started, signal.SIGKILL)
+    if wait_gone(stray, timeout=5.0):
+        raise LabError("processes still alive in %s after SIGKILL" % lab.cg_dir("monitoring"))
     state = State(lab.fabric, lab.state_root, data)
     state.drop(None, recs)
     return {"changed": True, "stopped": stopped}

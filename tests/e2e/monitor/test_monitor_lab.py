@@ -151,10 +151,16 @@ def test_live_correlator_runs_and_sees_no_network_case_without_a_fault(monitored
     network = [c for c in case_lines() if c["scope"]["kind"] in NETWORK_KINDS and (c["start"] or 0) >= t_begin - 20]
     assert network == [], network
     # lab_monitoring again: nothing changes, the same correlator keeps running
+    # (with the settings the lab role gave it: inventories/lab runs the remediation rulebook beside it)
+    args = {"topology": labsnap.TOPOLOGY,
+            "agent_program": "%s/roles/fabric_monitor/files/netscale-fabric-monitor.py" % labsnap.REPO,
+            "rulebook": {"mode": "report", "program": os.path.join(labsnap.VENV_BIN, "ansible-rulebook"),
+                         "ansible_config": os.path.join(labsnap.REPO, "ansible.cfg"),
+                         "inventory": os.path.dirname(labsnap.TOPOLOGY),
+                         "report_root": os.path.join(labsnap.REPO, "reports"), "budget": {}, "clean_window": 300}}
     again = subprocess.run([os.path.join(labsnap.VENV_BIN, "ansible"), "localhost", "-m",
-                            "netscale.multinic.lab_monitoring", "-a",
-                            "topology=%s agent_program=%s/roles/fabric_monitor/files/netscale-fabric-monitor.py"
-                            % (labsnap.TOPOLOGY, labsnap.REPO)], cwd=labsnap.REPO, env=labsnap.env(),
+                            "netscale.multinic.lab_monitoring", "-a", json.dumps(args)],
+                           cwd=labsnap.REPO, env=labsnap.env(),
                            capture_output=True, text=True, timeout=120, check=False)
     assert again.returncode == 0 and re.search(r'\bchanged"?: false', again.stdout), again.stdout[-2000:]
     assert re.search(r'\bcase_file"?: "?%s' % re.escape(CASE_FILE), again.stdout), again.stdout[-2000:]
@@ -214,6 +220,35 @@ def test_loss_on_one_nic_is_one_case_of_that_nic_in_the_case_file_and_in_health(
     assert set(rep["racks"]) == {"lab-r1", "lab-r2"}
     assert sorted(os.listdir(MON_DIR + "/health")) == ["health.json", "health.md", "health.svg"]
     _snapshot_of_the_case(case)
+
+
+EDA_DIR = MON_DIR + "/eda"
+
+
+def test_the_rulebook_beside_prometheus_decides_the_nic_case_and_changes_nothing(monitored_lab):
+    """The remediation rulebook the lab runs beside Prometheus (inventories/lab: mode report; issue 30 item 3) read
+    the NIC case of the test before from the live correlator's case file: one decision, would_drain of that NIC,
+    journaled; no drain ran and the host carries no drain marker; the case's devices were snapshotted (every mode)."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.remediate import actions, eda_journal
+    recs = [r for r in labsnap.lab_state()["resources"] if r.get("name") == "monitoring/rulebook"]
+    assert len(recs) == 1 and os.path.exists("/proc/%d" % recs[0]["pid"]), recs
+    with open(os.path.join(EDA_DIR, eda_journal.STATUS)) as f:
+        status = json.load(f)
+    assert (status["mode"], status["case_file"]) == ("report", CASE_FILE), status
+    mine = [c for c in case_lines() if c["scope"]["kind"] == "nic" and c["scope"].get("host") == CASE_HOST]
+    assert mine, "no NIC case of %s in %s (the test before opens it)" % (CASE_HOST, CASE_FILE)
+    case_id = mine[0]["id"]
+
+    def decided():
+        journal = eda_journal.read(os.path.join(EDA_DIR, eda_journal.JOURNAL))
+        got = [r for r in journal if r.get("type") == "decision" and r.get("case") == case_id]
+        snaps = eda_journal.runs(journal).get(actions.snapshot_request_id(case_id), {}).get("runs", [])
+        return (journal, got) if got and [r["status"] for r in snaps][-1:] == ["succeeded"] else None
+    journal, decisions = wait_for("the rulebook's decision and snapshot of case %s" % case_id, decided, 120)
+    assert [(d["outcome"], d["element"], d["mode"]) for d in decisions] == [
+        ("would_drain", "nic:%s:%d" % (CASE_HOST, mine[0]["scope"]["nic"]), "report")], decisions
+    assert eda_journal.runs(journal).get(actions.request_id(case_id), {}).get("runs", []) == []
+    assert in_host(CASE_HOST, "test", "-e", "/var/lib/netscale-multinic/admin-drain.json", check=False).returncode == 1
 
 
 def _snapshot_of_the_case(case):

@@ -160,7 +160,8 @@ ROLE_ONLY = {
                      "health_gates_share_retries"},
     "host_datapath": {"host_datapath_state", "host_datapath_watcher", "host_datapath_build_dir",
                       "host_datapath_lib_dir"},
-    "lab": {"lab_monitoring"},
+    "lab": {"lab_monitoring", "lab_monitoring_rulebook_mode", "lab_monitoring_rulebook_report_root",
+            "lab_monitoring_rulebook_budget", "lab_monitoring_rulebook_clean_window"},   # one dict option: rulebook
     "fabric_monitor": {"fabric_monitor_state", "fabric_monitor_lib_dir", "fabric_monitor_config_file"},
     "tor_bgp": {"tor_bgp_bfd_multihop_hosts", "tor_bgp_spine_networks", "tor_bgp_md5_keys", "tor_bgp_frr_user",
                 "tor_bgp_manage_sysctl", "tor_bgp_sysctl_file", "tor_bgp_backup_dir", "tor_bgp_device_name"},
