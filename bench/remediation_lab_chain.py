@@ -69,6 +69,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner imp
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import actions  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import eda_journal  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.remediate import ttr  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import lease as LEASE  # noqa: E402
 
 WORK = "/tmp/remediation-chain"
@@ -322,19 +323,22 @@ class Rulebook(object):
         ts = [x["time"] for x in self.request(req).get("runs", []) if x["status"] == status]
         return ts[0] if ts else None
 
-    def drain_decisions(self):
+    def drain_records(self):
+        """Every record of the part's drain journal(s) (<reports>/drain/<fabric>/drain-journal.jsonl)."""
         out = []
         for path in glob.glob(os.path.join(self.reports, "drain", "*", "drain-journal.jsonl")):
             with open(path, encoding="utf-8") as f:
                 for line in f:
                     try:
-                        rec = json.loads(line)
+                        out.append(json.loads(line))
                     except ValueError:
                         continue
-                    if rec.get("type") in ("decision", "outcome"):
-                        keep = ("type", "time", "action", "element", "allowed", "ok", "reasons", "automatic", "case")
-                        out.append(dict((k, rec.get(k)) for k in keep))
         return sorted(out, key=lambda r: r.get("time") or 0)
+
+    def drain_decisions(self):
+        keep = ("type", "time", "action", "element", "allowed", "ok", "reasons", "automatic", "case")
+        return [dict((k, rec.get(k)) for k in keep) for rec in self.drain_records()
+                if rec.get("type") in ("decision", "outcome")]
 
     def log_has(self, text):
         try:
@@ -486,6 +490,8 @@ def part_a(lab, plan, a, samplers, res):
         "fault_removed_to_case_closed_s": round(t_closed - t_heal, 1) if t_closed else None,
         "case_closed_to_undrained_s": round(t_back - t_closed, 1) if t_closed else None,
         "fault_removed_to_undrained_s": round(t_back - t_heal, 1)}
+    last = [c for c in MM.case_lines() if c["id"] == cid][-1]
+    res["ttr"] = MM.safe(lambda: ttr.rows([last], rb.drain_records(), time.time()))   # the project's own figures
     res["outcome"] = "chain complete"
     log("a: figures %s" % res["figures"])
     return rb
