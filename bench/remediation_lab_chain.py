@@ -54,14 +54,12 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import monitor_lab_matrix as MM  # noqa: E402  # pylint: disable=wrong-import-position
-
-REPO = MM.REPO
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, ".build"))
 sys.path.insert(0, REPO)
+
 from labkit import dp_harness as DH  # noqa: E402  # pylint: disable=wrong-import-position
+from ansible_collections.netscale.multinic.bench import monitor_lab_matrix as MM  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import faults as F  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name  # noqa: E402
