@@ -138,6 +138,35 @@ def wait_width(plan, host, want, timeout, step=0.1):
     return None
 
 
+class WidthWatch(threading.Thread):
+    """Slot 1's ToR width of ``host`` every 0.1 s for the whole part: the transitions [(time, width)], so that a
+    width change the fault made itself (a BFD session lost under the loss) is told apart from the drain's."""
+
+    def __init__(self, plan, host):
+        threading.Thread.__init__(self, daemon=True)
+        self.plan, self.host = plan, host
+        self.samples = []
+        self.stop_ev = threading.Event()
+
+    def run(self):
+        while not self.stop_ev.is_set():
+            w = MM.safe(lambda: width(self.plan, self.host))
+            self.samples.append((time.time(), w))
+            self.stop_ev.wait(0.1)
+
+    def transitions(self):
+        out, last = [], object()
+        for t, w in self.samples:
+            if w != last:
+                out.append((round(t, 2), w))
+                last = w
+        return out
+
+    def first(self, want, since):
+        """The first sample at or after ``since`` with width ``want`` (None: not seen)."""
+        return next((t for t, w in self.samples if t >= since and w == want), None)
+
+
 def marker(host):
     p = MM.in_host(host, ["cat", MARKER], check=False)
     return p.stdout if p.returncode == 0 else None
@@ -372,6 +401,17 @@ def wait_run(rb, req, timeout=300):
 
 # ---- part a: the chain ----------------------------------------------------------------------------------------
 def part_a(lab, plan, a, samplers, res):
+    """The chain; ``samplers``: (host namespace, ToR namespace) counters."""
+    watch = WidthWatch(plan, a.nic.split(":")[0])
+    watch.start()
+    try:
+        return chain(lab, plan, a, samplers, res, watch)
+    finally:
+        watch.stop_ev.set()
+        res["width_transitions"] = watch.transitions()
+
+
+def chain(lab, plan, a, samplers, res, watch):  # pylint: disable=too-many-locals,too-many-statements
     host, nicname = a.nic.split(":")
     dummy, nref = MM.host_nic(lab, a.nic)
     k = nref["index"]
@@ -419,7 +459,15 @@ def part_a(lab, plan, a, samplers, res):
     req = actions.request_id(cid)
     # the drain's run first (a BFD flap under the loss could narrow the ToR's width by itself), then the width
     MM.wait_for(lambda: rb.run_time(req, "started"), a.drain_timeout, 0.2)
-    t_width = wait_width(plan, host, n - 1, a.drain_timeout)
+
+    def journaled(action):
+        return next((r["time"] for r in rb.drain_records() if r.get("type") == "decision" and r.get("action") == action
+                     and r.get("case") == cid and r.get("allowed")), None)
+    t_dec = MM.wait_for(lambda: journaled("drain"), a.drain_timeout, 0.2)
+    t_width = None
+    if t_dec is not None and wait_width(plan, host, n - 1, 60):
+        time.sleep(0.3)
+        t_width = watch.first(n - 1, t_dec)
     res["drain"] = {"request": req, "width_n_minus_1_at": t_width, "decisions": rb.decisions(cid),
                     "run": rb.request(req).get("runs"), "snapshot": [r for r in rb.journal() if r.get("type") == "snapshot"]}
     if t_width is None:
@@ -428,6 +476,7 @@ def part_a(lab, plan, a, samplers, res):
         log("a: no drain: %s" % res["rulebook_status"])
         return rb
     res["drain"]["run_started_at"] = rb.run_time(req, "started")
+    res["drain"]["decision_at"] = t_dec
     res["drain"]["tor_routes"] = tor_routes(plan, host)
     log("a: ToR width %d after %.1f s from the case" % (n - 1, t_width - case["opened_at"]))
     time.sleep(5)
@@ -442,6 +491,7 @@ def part_a(lab, plan, a, samplers, res):
     WINDOWS["around_drain"] = (start - 2, t_width + 10)
     WINDOWS["drained"] = (td0, td1)
     res["during"] = {"ingress": shares(hs, host_names, td0, td1, 0), "egress": shares(ts, tor_names, td0, td1, 0),
+                     "egress_host_tx": shares(hs, host_names, td0, td1, 1),
                      "drained_nic_counter_still_s": {
                          "ingress": longest_zero_run(hs, nicname, td0, td1, 0),
                          "egress": longest_zero_run(ts, nref["tor_port"], td0, td1, 0)}}
@@ -459,9 +509,13 @@ def part_a(lab, plan, a, samplers, res):
     res["closed_seen_at"] = t_closed
     if got:
         log("a: case closed %.0f s after the heal" % (t_closed - t_heal))
-    t_back = wait_width(plan, host, n, CLEAN_WINDOW + RETRY["interval"] * 4 + 120 if got else 10)
     ureq = actions.undrain_request_id(cid)
-    res["undrain"] = {"request": ureq, "width_n_at": t_back, "runs": rb.request(ureq).get("runs"),
+    t_udec = MM.wait_for(lambda: journaled("undrain"), CLEAN_WINDOW + RETRY["interval"] * 4 + 120 if got else 10, 0.5)
+    t_back = None
+    if t_udec is not None and wait_width(plan, host, n, 60):
+        time.sleep(0.3)
+        t_back = watch.first(n, t_udec)
+    res["undrain"] = {"request": ureq, "width_n_at": t_back, "decision_at": t_udec, "runs": rb.request(ureq).get("runs"),
                       "decisions": [r for r in rb.journal() if r.get("request") == ureq and r.get("type") == "decision"]}
     if t_back is None:
         res["outcome"] = "no undrain"
@@ -480,9 +534,11 @@ def part_a(lab, plan, a, samplers, res):
     WINDOWS["after"] = (ta0, ta1)
     res["after"] = {"ingress": shares(hs, host_names, ta0, ta1, 0), "egress": shares(ts, tor_names, ta0, ta1, 0),
                     "width": width(plan, host)}
+    res["width_transitions"] = watch.transitions()
     res["figures"] = {
         "detect_s": case["detect_s"],
         "detection_to_mitigation_s": round(t_width - case["opened_at"], 1),
+        "detection_to_drain_decision_s": round(t_dec - case["opened_at"], 1),
         "detection_to_drain_run_started_s": round(start - case["opened_at"], 1) if res["drain"]["run_started_at"] else None,
         "mitigation_to_repair_s": round(t_back - t_width, 1),
         "fault_removed_to_case_closed_s": round(t_closed - t_heal, 1) if t_closed else None,
@@ -545,7 +601,9 @@ def part_c(plan, a, res):
                       "samples": len(widths), "seconds": a.approve_wait, "runs_before_approval": rb.request(req).get("runs")}
     log("c: pending %s; ToR width while pending %s" % (bool(got), sorted(set(widths))))
     t0 = time.time()
+    # an inventory naming localhost makes Ansible discover its Python (here a pyenv shim that fails): the venv's
     p, secs = MM.playbook("-i", "localhost,", os.path.join(REPO, "playbooks", "eda_approve.yml"),
+                          "-e", "ansible_python_interpreter=%s" % sys.executable,
                           "-e", "netscale_eda_state_dir=%s" % rb.state, "-e", "eda_request=%s" % req, check=False)
     t_w = wait_width(plan, host, n - 1, 180)
     res["approved"] = {"eda_approve_rc": p.returncode, "eda_approve_s": secs, "width_n_minus_1_after_s":
