@@ -288,7 +288,9 @@ def stalls_between(load, t0, t1):
 # ---- the rulebook ---------------------------------------------------------------------------------------------
 class Rulebook(object):
     def __init__(self, name, mode, cases=None, snapshot=True, budget=None):
-        self.dir = os.path.join(WORK, "eda-%s" % name)
+        # one directory per run of the bench: a rulebook's saved offset and journals never outlive their lab (a
+        # stale offset on the new lab's case file reads it from the start, as a rotated file)
+        self.dir = os.path.join(WORK, STAMP, "eda-%s" % name)
         self.state = os.path.join(self.dir, "state")
         self.reports = os.path.join(self.dir, "reports")
         self.cases = cases or os.path.join(self.dir, "cases.jsonl")
