@@ -283,17 +283,20 @@ def wait_for(fn, timeout, step=2.0):
 
 
 # ---- the correlator's clean restart ---------------------------------------------------------------
-def correlator_argv(lab):
-    """The correlator's command line as lab_monitoring starts it (monitoring.start: same layout, same order)."""
+def correlator_argv(lab, options=None):
+    """The correlator's command line as lab_monitoring starts it (monitoring.start: same layout, same order);
+    ``options``: Correlator options (its own --options JSON, e.g. {"quiet": 120}), none by default."""
     cor = MON.layout(lab, agent_program=AGENT_PROGRAM, correlator_program=CORRELATOR_PROGRAM)["correlator"]
     argv = ["/usr/bin/python3", "-I", "-S", cor["program"], "--topology", cor["topology"], "--case-file", cor["case_file"],
             "--snapshot", cor["snapshot"], "--prometheus", cor["prometheus"]]
     for item in cor["events"]:
         argv += ["--events", "%s=%s" % (item["host"], item["path"])]
+    if options:
+        argv += ["--options", json.dumps(options, sort_keys=True)]
     return argv
 
 
-def restart_correlator(lab):
+def restart_correlator(lab, options=None):
     """The live correlator alone: SIGTERM to its recorded PID (lab state, monitoring/correlator), then the same
     command line started as lab_monitoring starts it (monitoring._spawn: the lab's monitoring cgroup, recorded in
     the lab state with the same digest, so lab_monitoring and the lab's teardown see it as their own).
@@ -301,7 +304,7 @@ def restart_correlator(lab):
     Not through the module: with one recorded process gone, lab_monitoring stops and starts the whole set
     (Prometheus, the scrape relay, the exporters, the storage node's responder): the agents' scrapes and the probes
     to storage would be interrupted right before the fault, and what that gives (agent_down, lost probes) would be
-    read as part of it. Restarting the correlator alone changes nothing else."""
+    read as part of it. Restarting the correlator alone changes nothing else. ``options``: see correlator_argv."""
     from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import State, load
     rec = correlator_record()
     if rec is None:
@@ -318,7 +321,8 @@ def restart_correlator(lab):
     st = State(lab.fabric, lab.state_root, load(lab.fabric, lab.state_root))
     st.drop(None, [rec])
     spawned = time.time()
-    proc = MON._spawn(lab, st, "correlator", correlator_argv(lab), MON_DIR, rec.get("digest"),  # pylint: disable=protected-access
+    argv = correlator_argv(lab, options)
+    proc = MON._spawn(lab, st, "correlator", argv, MON_DIR, rec.get("digest"),  # pylint: disable=protected-access
                       "correlator.log")
     CORRELATORS.append(proc)
     new = correlator_record()
@@ -367,9 +371,12 @@ def wait_clean(timeout=240):
 class Load(threading.Thread):
     """32 flows each way (egress IPv6, ingress IPv4 -R) between the load host and storage, in back-to-back runs."""
 
-    def __init__(self, lab, host, mode, chunk):
+    def __init__(self, lab, host, mode, chunk, interval=10, server_interval=None):
+        """``interval``: iperf3's -i of the clients; ``server_interval``: the servers' -i, and the clients ask for
+        the server's output (--get-server-output: the receiving end of the egress flows), none by default."""
         threading.Thread.__init__(self, daemon=True)
         self.lab, self.host, self.mode, self.chunk = lab, host, mode, chunk
+        self.interval, self.server_interval = interval, server_interval
         self.stop_ev = threading.Event()
         self.runs = []
         self.port = 5700
@@ -396,7 +403,9 @@ class Load(threading.Thread):
             self.port = 5700 + (self.port - 5700 + 1) % 200
             port = self.port
             srv = subprocess.Popen(["nsenter", "--net=/run/netns/%s" % netns_name(self.lab.spec.storage_name), "--",
-                                    "iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                                    "iperf3", "-s", "-1", "-p", str(port)]
+                                   + (["-i", str(self.server_interval), "-J"] if self.server_interval else []),
+                                   stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True)
             STARTED.append(srv)
             t = time.monotonic()
@@ -404,7 +413,8 @@ class Load(threading.Thread):
                     self.lab.spec.storage_name), "--", "ss", "-Hltn", "sport = :%d" % port], check=False).stdout.strip():
                 time.sleep(0.05)
             argv = ["iperf3", "-c", self.sto[fam]["storage"], "-p", str(port), "-P", str(FLOWS), "-t", str(self.chunk),
-                    "-i", "10", "--json"] + (["-R"] if rev else [])
+                    "-i", str(self.interval), "--json"] + (["-R"] if rev else []) \
+                + (["--get-server-output"] if self.server_interval else [])
             cli = subprocess.Popen(self.client_argv(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
             STARTED.append(cli)
@@ -444,13 +454,18 @@ class Load(threading.Thread):
                     if "error" in res:
                         rec[d] = {"error": res["error"]}
                     else:
-                        rec[d] = {"mbit_per_s": round(res["end"]["sum_received"]["bits_per_second"] / 1e6, 1)}
+                        rec[d] = self.result(d, res, t0)
                 except (ValueError, KeyError) as e:
                     rec[d] = {"error": "no JSON (%s): %s" % (e, (got[1] or got[0])[-200:])}
             if c0 and c1:
                 rec["egress_rx_mbit_per_s"] = round((c1["storage_rx"] - c0["storage_rx"]) * 8 / dur / 1e6, 1)
                 rec["ingress_rx_mbit_per_s"] = round((c1["host_rx"] - c0["host_rx"]) * 8 / dur / 1e6, 1)
             self.runs.append(rec)
+
+    @staticmethod
+    def result(direction, res, t0):  # pylint: disable=unused-argument  # a subclass reads more of the run
+        """What a run's record keeps of iperf3's JSON ``res`` in ``direction`` (egress, ingress) started at ``t0``."""
+        return {"mbit_per_s": round(res["end"]["sum_received"]["bits_per_second"] / 1e6, 1)}
 
     def stop(self):
         self.stop_ev.set()

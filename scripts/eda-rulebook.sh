@@ -5,13 +5,15 @@
 #                          [--drain-playbook PATH] [--budget '{"max_auto_drains_per_zone": 3}']
 #                          [--reports DIR]   the reports directory the fabric's rollouts and drains share (drain
 #                                            journal DIR/drain, fabric lease DIR/journal/leases): <checkout>/reports
+#                          [--set '{"netscale_eda_clean_window": 60}']   more rulebook variables (a JSON object of
+#                                            netscale_eda_* names, docs/remediation-eda.md), merged over the above
 #   eda-rulebook.sh stop   --state DIR        (SIGTERM to the process group it started, by its PID file)
 #   eda-rulebook.sh status --state DIR        (running or not, and the journal summary as JSON)
 # Switch modes without a restart: echo approve > DIR/mode. Approve a request: playbooks/eda_approve.yml.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cmd=${1:-}; shift || true
-cases= state= mode=report inventory= drain="$here/playbooks/drain.yml" budget='{}' reports="$here/reports"
+cases= state= mode=report inventory= drain="$here/playbooks/drain.yml" budget='{}' reports="$here/reports" more='{}'
 while [ $# -gt 0 ]; do
   case "$1" in
     --cases) cases=$2; shift 2 ;;
@@ -21,6 +23,7 @@ while [ $# -gt 0 ]; do
     --drain-playbook) drain=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --reports) reports=$2; shift 2 ;;
+    --set) more=$2; shift 2 ;;
     *) echo "eda-rulebook.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -40,11 +43,21 @@ case "$cmd" in
     if running; then echo "eda-rulebook.sh: already running (pid $(cat "$pidfile"))" >&2; exit 1; fi
     mkdir -p "$state"
     rm -f "$state/status.json"
-    CASES=$(realpath -m "$cases") STATE="$state" MODE="$mode" DRAIN=$(realpath -m "$drain") BUDGET="$budget" REPORTS=$(realpath -m "$reports") "$py" -c '
-import json, os
+    CASES=$(realpath -m "$cases") STATE="$state" MODE="$mode" DRAIN=$(realpath -m "$drain") BUDGET="$budget" REPORTS=$(realpath -m "$reports") MORE="$more" "$py" -c '
+import json, os, sys
 v = {"netscale_eda_case_file": os.environ["CASES"], "netscale_eda_state_dir": os.environ["STATE"],
      "netscale_eda_mode": os.environ["MODE"], "netscale_eda_drain_playbook": os.environ["DRAIN"],
      "netscale_eda_budget": json.loads(os.environ["BUDGET"]), "netscale_eda_report_root": os.environ["REPORTS"]}
+try:
+    more = json.loads(os.environ["MORE"])
+except ValueError as e:
+    sys.exit("eda-rulebook.sh: --set %s is not JSON (%s). Fix: a JSON object, e.g. {\"netscale_eda_clean_window\": 60}"
+             % (os.environ["MORE"], e))
+bad = [k for k in (more if isinstance(more, dict) else [None]) if not str(k).startswith("netscale_eda_")]
+if bad:
+    sys.exit("eda-rulebook.sh: --set %s: %s is not a rulebook variable. Fix: a JSON object of netscale_eda_* "
+             "variables (docs/remediation-eda.md)" % (os.environ["MORE"], bad))
+v.update(more)
 json.dump(v, open(os.path.join(os.environ["STATE"], "vars.yml"), "w"), indent=1)'
     args=(-r netscale.multinic.remediate --vars "$state/vars.yml")
     args+=(-i "$(realpath -m "$inventory")")

@@ -14,8 +14,8 @@ description:
   - A playbook started by the C(netscale.multinic.remediate) rulebook (C(run_playbook)) gets the extra vars
     C(netscale_eda_request) and C(netscale_eda_journal). This callback appends to that journal a C(run) record
     C(started) when the first play starts and C(succeeded) or C(failed) (with the failed and unreachable
-    hosts, or when the run reached no host at all) at the end, so a failed drain is recorded, never lost
-    (ansible-rulebook itself only logs it).
+    hosts and the first failed task's host, name and message, or when the run reached no host at all) at the end,
+    so a failed drain is recorded with its reason, never lost (ansible-rulebook itself only logs it).
   - Without those extra vars (a playbook run by hand) it does nothing.
   - The collection's ansible.cfg enables it in C(callbacks_enabled), beside C(netscale.multinic.fabric_lease). Do
     not replace that list with C(ANSIBLE_CALLBACKS_ENABLED) for the rulebook; without C(fabric_lease) a drain that
@@ -42,6 +42,7 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__(display=display, options=options)
         self.target = None
         self.playbook = None
+        self.first_failure = None
 
     def v2_playbook_on_start(self, playbook):
         self.playbook = getattr(playbook, "_file_name", None)
@@ -62,6 +63,18 @@ class CallbackModule(CallbackBase):
         self.target = {"request": str(req), "journal": str(path), "case": case}
         self._record("started", "")
 
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        """Keep the first failed task (not one whose errors are ignored): its message is why the run failed, e.g.
+        the fabric lease's refusal naming the holder, which no journal records otherwise."""
+        if not self.target or ignore_errors or self.first_failure is not None:
+            return
+        res = getattr(result, "_result", None) or {}
+        host = getattr(getattr(result, "_host", None), "name", None) or "?"
+        task = getattr(result, "task_name", None) or getattr(getattr(result, "_task", None), "name", None) or "?"
+        msg = res.get("msg") or res.get("stderr") or res.get("reason") or ""
+        text = " ".join(str(msg).split())
+        self.first_failure = "%s, task %r: %s" % (host, task, text[:600] + ("..." if len(text) > 600 else ""))
+
     def v2_playbook_on_stats(self, stats):
         if not self.target:
             return
@@ -69,6 +82,8 @@ class CallbackModule(CallbackBase):
         dark = sorted(h for h, n in stats.dark.items() if n)
         if failed or dark:
             detail = "failed hosts: %s; unreachable hosts: %s" % (", ".join(failed) or "-", ", ".join(dark) or "-")
+            if self.first_failure:
+                detail += "; first failure: %s" % self.first_failure
             self._record("failed", detail)
         elif not stats.processed:
             # every play skipped ("no hosts matched"): nothing was decided or changed, which is not a success

@@ -119,3 +119,43 @@ def test_callback_a_run_on_no_host_is_failed_not_succeeded(tmp_path):
         last = ej.read(str(tmp_path / "j.jsonl"))[-1]
         assert (last["type"], last["status"]) == ("run", want), last
     assert "ran on no host" in [r for r in ej.read(str(tmp_path / "j.jsonl")) if r.get("status") == "failed"][0]["detail"]
+
+
+def test_callback_a_failed_run_names_the_first_failed_task_and_its_message(tmp_path):
+    """A drain refused at the fabric lease fails its localhost play with the lease's message (the holder): the run
+    record keeps it, so the EDA journal says why (the drain journal has no decision for it: the lease comes first).
+    A failure whose errors are ignored is not the reason; a run that succeeded carries no failure."""
+    from ansible_collections.netscale.multinic.plugins.callback import eda_journal as cb
+    from ansible_collections.netscale.multinic.plugins.module_utils.remediate import eda_journal as ej
+    journal = str(tmp_path / "j.jsonl")
+
+    class Play(object):
+        def get_variable_manager(self):
+            return type("VM", (), {"extra_vars": {"drain_case": "c1", "netscale_eda_request": "req-1",
+                                                  "netscale_eda_journal": journal}})()
+
+    class Result(object):
+        def __init__(self, task, msg):
+            self._host = type("H", (), {"name": "localhost"})()
+            self._task = type("T", (), {"name": task})()
+            self._result = {"failed": True, "msg": msg}
+
+    class Stats(object):
+        processed, failures, dark = {"localhost": 1}, {"localhost": 1}, {}
+
+    lease = ("fabric lab: another job holds this fabric's lease (one change at a time per fabric); nothing was "
+             "changed by this job. Holder: rollout r1, playbook rollout.yml")
+    mod = cb.CallbackModule()
+    mod.v2_playbook_on_play_start(Play())
+    mod.v2_runner_on_failed(Result("Probe something", "ignored: not the reason"), ignore_errors=True)
+    mod.v2_runner_on_failed(Result("Lease | take the fabric's lease", lease))
+    mod.v2_runner_on_failed(Result("A later task", "a later failure"))
+    mod.v2_playbook_on_stats(Stats())
+    last = ej.read(journal)[-1]
+    assert last["status"] == "failed"
+    assert last["detail"] == ("failed hosts: localhost; unreachable hosts: -; first failure: localhost, task "
+                              "\"Lease | take the fabric's lease\": " + lease), last["detail"]
+    # a playbook run by hand (no netscale_eda_request): nothing kept, nothing written
+    quiet = cb.CallbackModule()
+    quiet.v2_runner_on_failed(Result("x", "y"))
+    assert quiet.first_failure is None and len(ej.read(journal)) == 2
