@@ -20,7 +20,7 @@ description:
   - With O(step=view) (scope V(spine)) it journals nothing and returns C(spine_view), what each ToR of the spine's
     zone must see (the other racks' aggregates, its neighbor address on each spine of the zone), for
     C(netscale.multinic.spine_paths).
-  - A spine drain (O(scope=spine), O(action=drain)) needs O(spine_paths), the ToRs' observed BGP state: the rule
+  - A spine drain (O(scope=spine), O(action=drain)) needs O(spine_paths), the ToRs' observed BGP state. The rule
     C(spine_coverage) refuses it unless every ToR of the zone has each other rack's aggregate from at least one
     other spine that is up and not drained (C(plugins/module_utils/remediate/spine_drain.py)).
   - The journal (C(<journal_dir>/<fabric>/drain-journal.jsonl), JSON lines, mode 0600) is the record of what is
@@ -108,8 +108,8 @@ options:
     type: dict
   spine_paths:
     description:
-      - Scope V(spine), O(action=drain) (required there) - C({<tor>: observation}), the C(observation) that
-        C(netscale.multinic.spine_paths) returns on each ToR of the spine's zone. A ToR of the zone left out counts
+      - Scope V(spine), O(action=drain) (required there) - a mapping of each ToR of the spine's zone to the
+        C(observation) that C(netscale.multinic.spine_paths) returned on it. A ToR of the zone left out counts
         as not covered (missing evidence refuses).
     type: dict
   fail_on_refusal:

@@ -17,11 +17,11 @@ description:
     (the drained spine's paths stay as a last resort). O(state=undrained) removes it.
   - The change goes through the project's FRR apply helpers (validated with C(vtysh -C), the delta of
     C(frr-reload.py --test), applied with C(frr-reload.py --reload), which saves the running config to
-    C(frr.conf)): a restart of FRR keeps the drain.
+    C(frr.conf)) - a restart of FRR keeps the drain.
   - A marker, C(<confdir>/netscale-drain.json) (job, reason, case), is written with the drain and removed with the
     undrain; C(netscale.multinic.frr_config) honours it, so a re-deploy of the spine's rendered config keeps
     C(bgp graceful-shutdown) until the spine is undrained (docs/remediation.md).
-  - Use it through C(playbooks/drain.yml) with C(drain_scope=spine): the blast-radius budget and the check that the
+  - Use it through C(playbooks/drain.yml) with C(drain_scope=spine) - the blast-radius budget and the check that the
     other spines carry the rack aggregates come first, the ToRs are checked afterwards (C(netscale.multinic.spine_paths)).
 options:
   state:
@@ -97,7 +97,8 @@ marker:
   returned: always
   type: str
 modes_tightened:
-  description: Saved configs (C(frr.conf), C(frr.conf.sav)) made owner-only after frr-reload.py saved them (they
+  description: >-
+    Saved configs (C(frr.conf), C(frr.conf.sav)) made owner-only after frr-reload.py saved them (they
     hold the TCP-MD5 keys); not counted as a change of the drain.
   returned: always
   type: list

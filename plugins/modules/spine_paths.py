@@ -69,12 +69,14 @@ EXAMPLES = r"""
 
 RETURN = r"""
 observation:
-  description: C({sessions: {<address>: established}, routes: {<aggregate>: {paths: [{peer, valid, selected, gshut}],
+  description: >-
+    C({sessions: {<address>: established}, routes: {<aggregate>: {paths: [{peer, valid, selected, gshut}],
     fib: [<next hop>]}}}).
   returned: always
   type: dict
 verdict:
-  description: O(expect) other than none - C({ok, reasons, prefixes: {<aggregate>: {selected, fib}}, attempts,
+  description: >-
+    O(expect) other than none - C({ok, reasons, prefixes: {<aggregate>: {selected, fib}}, attempts,
     elapsed}), spines by name.
   returned: when expect is not none
   type: dict
