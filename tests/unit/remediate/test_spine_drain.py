@@ -202,10 +202,10 @@ def test_observe_one_vtysh_call_and_its_failures():
     assert len(calls) == 1 and "show bgp ipv4 unicast 198.18.0.64/26 json" in calls[0] and \
         "show ipv6 route fd00:20:0:4::/62 json" in calls[0]
     assert o["routes"][P4]["fib"] == ["10.0.0.3%up-s2"] and o["routes"][P6] == {"paths": [], "fib": []}
-    run, _ = _runner([(1, "", "vtysh: error connecting")])
+    run, dummy = _runner([(1, "", "vtysh: error connecting")])
     with pytest.raises(S.SpineDrainError, match="vtysh failed"):
         S.observe(run, FrrTarget(), VIEW)
-    run, _ = _runner([(0, json.dumps(NEIGHBORS), "")])
+    run, dummy = _runner([(0, json.dumps(NEIGHBORS), "")])
     with pytest.raises(S.SpineDrainError, match="1 JSON documents for 5 commands"):
         S.observe(run, FrrTarget(), VIEW)
 
