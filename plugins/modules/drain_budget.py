@@ -17,6 +17,12 @@ description:
     another job holds the fabric lease) and journals the decision, allowed or refused, with its reasons and
     numbers (C(plugins/module_utils/remediate/budget.py), docs/remediation.md).
   - With O(step=outcome) it journals the result of applying an allowed decision.
+  - With O(step=view) (scope V(spine)) it journals nothing and returns C(spine_view), what each ToR of the spine's
+    zone must see (the other racks' aggregates, its neighbor address on each spine of the zone), for
+    C(netscale.multinic.spine_paths).
+  - A spine drain (O(scope=spine), O(action=drain)) needs O(spine_paths), the ToRs' observed BGP state. The rule
+    C(spine_coverage) refuses it unless every ToR of the zone has each other rack's aggregate from at least one
+    other spine that is up and not drained (C(plugins/module_utils/remediate/spine_drain.py)).
   - The journal (C(<journal_dir>/<fabric>/drain-journal.jsonl), JSON lines, mode 0600) is the record of what is
     drained; decide reads it under an exclusive lock, so concurrent drain jobs see each other.
   - A refused decision fails the task only with O(fail_on_refusal) (the default), after it is journaled.
@@ -24,9 +30,10 @@ description:
     naming the field, the value and the fix, and journals nothing.
 options:
   step:
-    description: V(decide) - budget and journal the decision; V(outcome) - journal the result of an allowed one.
+    description: V(decide) - budget and journal the decision; V(outcome) - journal the result of an allowed one;
+      V(view) - the spine's zone view only (scope V(spine)), nothing journaled.
     type: str
-    choices: [decide, outcome]
+    choices: [decide, outcome, view]
     default: decide
   topology:
     description: The fabric's topology file (the inventory's source, C(multinic_topology_file)).
@@ -99,6 +106,12 @@ options:
         the undrain (not clean, no evidence) refuses it (rule C(clean_window)). Unset - not checked (C(undrain.yml)
         always sets it for scopes nic and host).
     type: dict
+  spine_paths:
+    description:
+      - Scope V(spine), O(action=drain) (required there) - a mapping of each ToR of the spine's zone to the
+        C(observation) that C(netscale.multinic.spine_paths) returned on it. A ToR of the zone left out counts
+        as not covered (missing evidence refuses).
+    type: dict
   fail_on_refusal:
     description: Fail the task when the budget refuses (after journaling the refusal).
     type: bool
@@ -162,21 +175,30 @@ tor:
   description: The ToR of the element's rack (scopes nic, host, tor).
   returned: step=decide
   type: str
+spine_view:
+  description: >-
+    Scope spine - C({spine, zone, spines, tors: {<tor>: {rack, prefixes: {<aggregate>: <rack>}, uplinks:
+    {<spine>: [<address>]}}}}): every ToR of the spine's zone, the other racks' aggregates it must carry and its
+    BGP neighbor addresses on each spine of the zone.
+  returned: scope=spine
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import read_topology_file
+from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import budget
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import journal
+from ansible_collections.netscale.multinic.plugins.module_utils.remediate import spine_drain
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            step=dict(type="str", choices=["decide", "outcome"], default="decide"),
+            step=dict(type="str", choices=["decide", "outcome", "view"], default="decide"),
             topology=dict(type="path", required=True),
             journal_dir=dict(type="path", required=True),
             action=dict(type="str", choices=list(budget.ACTIONS), required=True),
@@ -195,6 +217,7 @@ def main():
             ok=dict(type="bool", default=True),
             detail=dict(type="str"),
             clean_window=dict(type="dict"),
+            spine_paths=dict(type="dict"),
             fail_on_refusal=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -207,6 +230,19 @@ def main():
                                  tor=p["tor"])
         request.update(action=p["action"], automatic=p["automatic"])
         budget.check_policy(p["policy"], prefix="policy")
+        view = spine_drain.zone_view(FabricPlan(topo), request["spine"]) if request["scope"] == "spine" else None
+        if p["step"] == "view":
+            if view is None:
+                raise budget.BudgetError("step=view: scope=%r has no spine view. Fix: use it with scope=spine."
+                                         % p["scope"])
+            module.exit_json(changed=False, spine_view=view, drained=[], journal="")
+        spine_check = None
+        if view is not None and p["action"] == "drain" and p["step"] == "decide":
+            if not isinstance(p["spine_paths"], dict):
+                raise budget.BudgetError("spine_paths=%r: a spine drain needs the observed BGP state of the zone's "
+                                         "ToRs ({<tor>: observation of netscale.multinic.spine_paths}). Fix: pass "
+                                         "it (drain.yml does); nothing was journaled." % (p["spine_paths"],))
+            spine_check = (view, p["spine_paths"])
         jr = journal.DrainJournal(p["journal_dir"], topo.name)
         if p["step"] == "outcome":
             if module.check_mode:
@@ -215,7 +251,7 @@ def main():
             module.exit_json(changed=False, drained=sorted(jr.state()), journal=jr.path)
         rec = jr.decide(fabric, request, lease=p["lease"], policy=p["policy"], job=p["job"], reason=p["reason"],
                         case=p["case"], write=not module.check_mode,
-                        window=p["clean_window"] if p["action"] == "undrain" else None)
+                        window=p["clean_window"] if p["action"] == "undrain" else None, spine_check=spine_check)
     except (MultinicError, OSError) as exc:
         module.fail_json(msg="drain_budget: %s" % exc)
     drained = set(rec["drained_before"])
@@ -229,6 +265,8 @@ def main():
         hosts = []
     result = dict(changed=False, decision=rec, allowed=rec["allowed"], drained=sorted(drained), journal=jr.path,
                   hosts=hosts, tor=fabric.racks[request["rack"]]["tor"] if request["rack"] else None)
+    if view is not None:
+        result["spine_view"] = view
     if not rec["allowed"] and p["fail_on_refusal"]:
         module.fail_json(msg="%s. Nothing was changed%s." % (
             rec["summary"], "" if module.check_mode else "; the refusal is journaled in %s" % jr.path), **result)

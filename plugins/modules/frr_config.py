@@ -16,6 +16,9 @@ description:
     bgpd is never restarted; sessions not touched by the delta stay up.
   - Success means the running config matches the candidate afterwards (a second C(--test) shows no
     delta), so a second run reports no change.
+  - A spine drained by C(netscale.multinic.spine_drain) (its marker C(<confdir>/netscale-drain.json) is there) stays
+    drained - C(bgp graceful-shutdown) is added to the candidate's C(router bgp) and C(drain_kept) is returned, with a
+    warning - until C(spine_drain) undrains it (docs/remediation.md).
   - TCP-MD5 keys and other passwords are redacted in the diff, warnings and errors; frr-reload.py is
     run with C(--stdout --log-level error) so it does not log the applied lines (with the keys) to
     /var/log/frr/frr-reload.log.
@@ -90,6 +93,10 @@ candidate:
   description: Path of the kept candidate (absent in check mode).
   returned: when not in check mode
   type: str
+drain_kept:
+  description: The spine is drained (its marker is in O(confdir)) and the candidate kept C(bgp graceful-shutdown).
+  returned: always
+  type: bool
 modes_tightened:
   description:
     - Saved configs (C(frr.conf), C(frr.conf.sav) in O(confdir)) that were readable beyond their owner and were
@@ -105,6 +112,7 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.frr.key_placeholders import fill_placeholders  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.remediate.spine_drain import honour_marker  # noqa: E402
 
 
 def main():
@@ -139,6 +147,10 @@ def main():
         module.fail_json(msg="content: placeholders without a key in secrets: %s; pass each key under its name "
                              "in secrets (the tor_bgp role passes tor_bgp_md5_keys); nothing was changed"
                          % ", ".join("<md5:%s>" % n for n in missing))
+    content, drain_kept = honour_marker(content, p["confdir"])
+    if drain_kept:
+        module.warn("%s is drained (marker %s/netscale-drain.json): the deploy keeps bgp graceful-shutdown; undrain it "
+                    "with playbooks/undrain.yml -e drain_scope=spine" % (p["confdir"], p["confdir"]))
     candidate = p["candidate_path"] or os.path.join(p["confdir"], "netscale-intended.conf")
     try:
         res = frr_apply.converge(run, target, content, check_mode=module.check_mode,
@@ -149,7 +161,7 @@ def main():
         module.warn("frr-reload.py: %s" % w)
     tightened = [] if module.check_mode else frr_apply.tighten_config_modes(p["confdir"])
     out = dict(changed=res["changed"] or bool(tightened), added=res["added"], deleted=res["deleted"],
-               delta=res["diff"], modes_tightened=tightened)
+               delta=res["diff"], modes_tightened=tightened, drain_kept=drain_kept)
     if res["candidate"]:
         out["candidate"] = res["candidate"]
     if module._diff and res["changed"]:

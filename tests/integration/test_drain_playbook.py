@@ -120,3 +120,17 @@ def test_started_by_the_rulebook_without_the_fabrics_journal_is_refused(tmp_path
                 "-e", json.dumps({"drain_budget": {"max_zone_tor_share": 0.5}}))
     assert given.returncode == 0, given.stdout[-3000:]
     assert [(r["type"], r.get("allowed", r.get("ok"))) for r in _journal(journal)] == [("decision", True), ("outcome", True)]
+
+
+def test_spine_request_without_or_with_an_unknown_spine_is_refused_before_any_device_is_touched(tmp_path):
+    journal = tmp_path / "journal"
+    nospine = _play("drain.yml", journal, "-e", "drain_scope=spine")
+    assert nospine.returncode != 0 and "drain_spine=(unset)" in nospine.stdout
+    assert "or drain_scope=spine with drain_spine=SPINE" in nospine.stdout
+    unknown = _play("drain.yml", journal, "-e", "drain_scope=spine", "-e", "drain_spine=b1-az1-spine9")
+    assert unknown.returncode != 0
+    assert "drain_spine='b1-az1-spine9': not a spine of this fabric. Fix: name a spine of the inventory's spines " \
+        "group." in unknown.stdout, unknown.stdout[-3000:]
+    # the request stopped on the controller: no ToR was read, no spine reached
+    assert "b1-az1-r1-tor" not in unknown.stdout and "Drain | spine" not in unknown.stdout
+    assert _journal(journal) == []

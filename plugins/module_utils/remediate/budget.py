@@ -33,11 +33,17 @@ duplicate alert); it does not count against the rate. An undrain gives capacity 
 by the lease and, when the caller passes one (``window``: the :mod:`.clean_window` verdict of the
 element's probes, ``undrain.yml`` does for NIC and host scopes), by ``clean_window``: only a clean probe
 window (or an operator's journaled consent to skip it) lets the element back.
+
+A spine drain also takes, when the caller passes it (``spine_check``: the zone's view and the ToRs' observed
+BGP state, :mod:`.spine_drain`; ``drain.yml`` always does for scope spine), the rule ``spine_coverage``: every
+ToR of the zone still has each other rack's aggregate from at least one other spine that is up and not
+drained.
 """
 
 from __future__ import annotations
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
+from ansible_collections.netscale.multinic.plugins.module_utils.remediate import spine_drain
 
 SCOPES = ("nic", "host", "tor", "spine")
 ACTIONS = ("drain", "undrain")
@@ -273,13 +279,27 @@ def _window_check(window):
     return c
 
 
-def decide(fabric, request, drained, history, lease=None, policy=None, now=0.0, job=None, window=None):
+def _coverage_check(spine_check, spine, drained):
+    view, observations = spine_check
+    others = set(parse_element(k)[1]["spine"] for k in drained if k.startswith("spine:"))
+    cov = spine_drain.coverage(view, observations, spine, others)
+    c = {"rule": "spine_coverage", "ok": cov["ok"], "tors_checked": len(cov["tors"]),
+         "carriers": dict((t, v["carriers"]) for t, v in cov["tors"].items())}
+    if not cov["ok"]:
+        c["reason"] = "the other spines must carry every rack aggregate first: %s" % "; ".join(cov["reasons"])
+    return c
+
+
+def decide(fabric, request, drained, history, lease=None, policy=None, now=0.0, job=None, window=None,
+           spine_check=None):
     """The budget's verdict on ``request`` (a :func:`resolve` result plus ``action`` and ``automatic``).
 
     ``drained``: the set of element keys out now (the journal's state); ``history``: the journal's
     decision records (for the rate); ``lease``: the fabric lease's holder or None; ``job``: this job's id
     (a lease held by this job does not refuse it); ``window``: for an undrain, the clean-window verdict
-    (``{"verdict", "allowed", "window", "since", "reasons", "summary"}``) or None (not checked). Returns::
+    (``{"verdict", "allowed", "window", "since", "reasons", "summary"}``) or None (not checked);
+    ``spine_check``: for a spine drain, ``(view, observations)`` (:func:`.spine_drain.coverage`) or None (not
+    checked). Returns::
 
         {allowed, noop, action, element, scope, host, nic, rack, zone, spine, automatic, time,
          reasons [str], checks [{rule, ok, ...numbers}], numbers {...}}
@@ -357,6 +377,8 @@ def decide(fabric, request, drained, history, lease=None, policy=None, now=0.0, 
                                    p["max_zone_spine_share"], zone, len(spines), "" if len(spines) == 1 else "s",
                                    len(before), len(before) + 1, share))
             checks.append(c)
+            if spine_check is not None:
+                checks.append(_coverage_check(spine_check, request["spine"], drained))
         if automatic:
             zone = request["zone"]
             recent = auto_drains_in_window(history, zone, now, p["rate_window"])

@@ -143,15 +143,16 @@ class DrainJournal(object):
         return rec
 
     def decide(self, fabric, request, lease=None, policy=None, now=None, job=None, reason=None, case=None,
-               write=True, window=None):
+               write=True, window=None, spine_check=None):
         """Under the lock: the budget's decision on ``request`` against the journal's state, journaled
-        (unless ``write`` is false: check mode). Returns the journaled record."""
+        (unless ``write`` is false: check mode). ``spine_check``: see :func:`budget.decide`. Returns the journaled
+        record."""
         now = time.time() if now is None else now
         with self.locked(create=write):
             recs = self.records()
             drained = state(recs)
             d = budget.decide(fabric, request, set(drained), decisions(recs), lease=lease, policy=policy, now=now,
-                              job=job, window=window)
+                              job=job, window=window, spine_check=spine_check)
             rec = dict((k, d[k]) for k in ("action", "element", "scope", "host", "nic", "rack", "zone", "spine",
                                            "automatic", "allowed", "noop", "reasons", "numbers", "time"))
             rec.update({"type": "decision", "job": job, "reason": reason, "case": case})
