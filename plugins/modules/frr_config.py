@@ -118,26 +118,17 @@ from ansible_collections.netscale.multinic.plugins.module_utils.remediate.spine_
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            frr_apply.RELOAD_ARGUMENT_SPEC,
             content=dict(type="str", required=True, no_log=True),
             secrets=dict(type="dict", default={}, no_log=True),
             candidate_path=dict(type="path"),
-            confdir=dict(type="path", default="/etc/frr"),
-            vty_socket=dict(type="path"),
-            bindir=dict(type="path", default="/usr/bin"),
-            rundir=dict(type="path", default="/var/run/frr"),
-            reload_script=dict(type="path", default="/usr/lib/frr/frr-reload.py"),
-            python=dict(type="path", default="/usr/bin/python3"),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    for path, what in ((p["reload_script"], "reload_script"), (os.path.join(p["bindir"], "vtysh"), "bindir")):
-        if not os.path.exists(path):
-            module.fail_json(msg="%s: %s does not exist; install FRR with frr-pythontools or set %s"
-                             % (what, path, what))
-    target = frr_apply.FrrTarget(bindir=p["bindir"], confdir=p["confdir"], vty_socket=p["vty_socket"],
-                                 rundir=p["rundir"] if os.path.isdir(p["rundir"]) else None,
-                                 reload_script=p["reload_script"], python=p["python"])
+    target, problem = frr_apply.reload_target(p)
+    if problem:
+        module.fail_json(msg=problem)
 
     def run(argv):
         return module.run_command(argv, umask=0o077)

@@ -111,20 +111,15 @@ import time  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.frr.apply import FrrTarget, tighten_config_modes  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.frr.apply import RELOAD_ARGUMENT_SPEC, reload_target, tighten_config_modes  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.remediate import spine_drain  # noqa: E402
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            RELOAD_ARGUMENT_SPEC,
             state=dict(type="str", choices=["drained", "undrained"], required=True),
-            confdir=dict(type="path", default="/etc/frr"),
-            vty_socket=dict(type="path"),
-            bindir=dict(type="path", default="/usr/bin"),
-            rundir=dict(type="path", default="/var/run/frr"),
-            reload_script=dict(type="path", default="/usr/lib/frr/frr-reload.py"),
-            python=dict(type="path", default="/usr/bin/python3"),
             job=dict(type="str"),
             reason=dict(type="str"),
             case=dict(type="str"),
@@ -132,13 +127,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    for path, what in ((p["reload_script"], "reload_script"), (os.path.join(p["bindir"], "vtysh"), "bindir")):
-        if not os.path.exists(path):
-            module.fail_json(msg="%s: %s does not exist; install FRR with frr-pythontools or set %s; nothing was "
-                                 "changed" % (what, path, what))
-    target = FrrTarget(bindir=p["bindir"], confdir=p["confdir"], vty_socket=p["vty_socket"],
-                       rundir=p["rundir"] if os.path.isdir(p["rundir"]) else None,
-                       reload_script=p["reload_script"], python=p["python"])
+    target, problem = reload_target(p)
+    if problem:
+        module.fail_json(msg=problem)
     marker = os.path.join(p["confdir"], spine_drain.MARKER)
 
     def run(argv):

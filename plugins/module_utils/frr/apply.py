@@ -56,6 +56,30 @@ class FrrTarget:
         return argv + [path]
 
 
+# The options of a module that reloads an FRR instance (frr_config, spine_drain): one place for their defaults
+RELOAD_ARGUMENT_SPEC = dict(
+    confdir=dict(type="path", default="/etc/frr"),
+    vty_socket=dict(type="path"),
+    bindir=dict(type="path", default="/usr/bin"),
+    rundir=dict(type="path", default="/var/run/frr"),
+    reload_script=dict(type="path", default="/usr/lib/frr/frr-reload.py"),
+    python=dict(type="path", default="/usr/bin/python3"),
+)
+
+
+def reload_target(params):
+    """(FrrTarget, None) from a module's RELOAD_ARGUMENT_SPEC parameters, or (None, message) when frr-reload.py or
+    vtysh is missing (the message names the option and the fix)."""
+    for path, what in ((params["reload_script"], "reload_script"), (os.path.join(params["bindir"], "vtysh"),
+                                                                    "bindir")):
+        if not os.path.exists(path):
+            return None, ("%s: %s does not exist; install FRR with frr-pythontools or set %s; nothing was changed"
+                          % (what, path, what))
+    return FrrTarget(bindir=params["bindir"], confdir=params["confdir"], vty_socket=params["vty_socket"],
+                     rundir=params["rundir"] if os.path.isdir(params["rundir"]) else None,
+                     reload_script=params["reload_script"], python=params["python"]), None
+
+
 class FrrApplyError(MultinicError):
     """vtysh or frr-reload.py rejected or did not converge on a candidate; message and output redacted."""
 
