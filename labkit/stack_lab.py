@@ -37,6 +37,8 @@ def env(**extra):
     e["PATH"] = VENV_BIN + ":" + e.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
     e["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
     e["ANSIBLE_NOCOLOR"] = "1"
+    # the lab inventories' vault (lab keys only; scripts/test.sh and main.sh export it, a bench run by hand may not)
+    e.setdefault("ANSIBLE_VAULT_PASSWORD_FILE", os.path.join(REPO, ".cache", "lab-vault-password"))
     e.pop("NETSCALE_LAB_FAIL_AT", None)
     e.update(extra)
     return e

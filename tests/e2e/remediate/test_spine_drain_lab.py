@@ -19,6 +19,8 @@ import time
 import pytest
 import yaml
 
+from labkit.stack_lab import env
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FABRIC = os.path.join(REPO, "tests", "e2e", "remediate", "spine", "fabric.yml")
 STATE = "/run/netscale-multinic/lab/msd/state.json"
@@ -30,16 +32,6 @@ TORS = ["msd-r1-tor", "msd-r2-tor"]
 SRC, DST = "msd-r1-h1", "msd-r2-h1"
 HALF = json.dumps({"drain_budget": {"max_zone_spine_share": 0.5}})   # 1 of 2 spines: over the 0.25 default
 FLOWS, PER_FLOW = 32, 10
-
-
-def env():
-    e = dict(os.environ)
-    e["PATH"] = VENV_BIN + ":" + e.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-    e["ANSIBLE_CONFIG"] = os.path.join(REPO, "ansible.cfg")
-    e["ANSIBLE_NOCOLOR"] = "1"
-    e.setdefault("ANSIBLE_VAULT_PASSWORD_FILE", os.path.join(REPO, ".cache", "lab-vault-password"))
-    e.pop("NETSCALE_LAB_FAIL_AT", None)
-    return e
 
 
 def sh(argv, check=True, timeout=120):
