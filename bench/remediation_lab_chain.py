@@ -42,6 +42,16 @@ another's drains); every drain a part made is undone by undrain.yml (drain_undra
 operator's consent) before the next part. Snapshots (case_snapshot.yml on each open case) run in part a as in
 production; parts b-e turn them off (netscale_eda_snapshot false) to keep the lab lock short.
 
+--line-rate RATE (e.g. 200mbit; off by default, so the runs without it stay reproducible): a tbf line rate on every
+NIC of part a's load host, both ways (the host NIC: host -> ToR; its ToR port: ToR -> host), by the lab module_utils'
+lab_link speed (plugins/module_utils/lab/ops.set_speed: tbf rate R burst 256kb latency 20ms with the control band
+for BFD, ARP and ICMPv6, the shaping tests/e2e/remediate/test_drain_lab.py's ``lab.tbf(h, "200mbit")`` builds),
+set once the lab is up and removed at the end (also on an error, Ctrl-C or SIGTERM) before the teardown. Then the
+host's capacity is N x RATE each way and part a reports the throughput received before, during and after the drain
+against (N-1)/N (``line_rate``): the iperf3 bytes at the receiving end (the storage node's server for egress, the
+host's client for ingress; 0.1 s intervals inside each window) and the receiving NICs' counters (storage eth0 rx,
+the host NICs' rx) beside them.
+
 Output: --json (default docs/bench/remediation-lab-<UTC stamp>.json), rewritten after every part, and a summary.
 """
 import argparse
@@ -61,6 +71,7 @@ sys.path.insert(0, REPO)
 from labkit import dp_harness as DH  # noqa: E402  # pylint: disable=wrong-import-position
 from ansible_collections.netscale.multinic.bench import monitor_lab_matrix as MM  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import faults as F  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops as LO  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan  # noqa: E402
@@ -265,6 +276,9 @@ class ChainLoad(MM.Load):
         out["max_stall_s"] = round(DH.max_stall(view), 2)
         out["stalls"] = [(round(t0 + off, 1), ln) for off, ln in DH.stalls(view, min_s=0.3)][:200]
         out["intervals"] = len(view.get("intervals", []))
+        # the receiving end's bytes of all flows per interval: (absolute start, seconds, bytes); kept in memory only
+        out["series"] = [(t0 + iv["sum"]["start"], iv["sum"]["end"] - iv["sum"]["start"], iv["sum"]["bytes"])
+                         for iv in view.get("intervals", []) if iv.get("sum")]
         return out
 
 
@@ -282,6 +296,57 @@ def stalls_between(load, t0, t1):
                 covered += max(0.0, min(t1, r["start"] + rec["intervals"] * 0.1) - max(t0, r["start"]))
         out[d] = {"longest_s": max((ln for dummy, ln in found), default=0.0), "over_1s": sum(1 for s in found if s[1] > 1.0),
                   "stalls_over_0_3s": len(found), "covered_s": round(covered, 1), "window_s": round(t1 - t0, 1)}
+    return out
+
+
+def goodput_between(load, t0, t1):
+    """Per direction: Mbit/s received by iperf3 at the receiving end (all flows) over the 0.1 s intervals lying
+    inside [t0, t1], and the seconds those intervals cover (the gaps between two runs are not counted)."""
+    out = {}
+    for d in ("egress", "ingress"):
+        nbytes, secs = 0, 0.0
+        for r in load.between(t0, t1):
+            for start, length, b in (r.get(d) or {}).get("series", []):
+                if start >= t0 and start + length <= t1:
+                    nbytes += b
+                    secs += length
+        out[d] = {"mbit_per_s": round(nbytes * 8 / secs / 1e6, 1) if secs else None, "covered_s": round(secs, 1),
+                  "window_s": round(t1 - t0, 1)}
+    return out
+
+
+# ---- the line rate (--line-rate) -------------------------------------------------------------------------------
+def set_line_rate(lab, host, rate):
+    """tbf ``rate`` (None: removed) on every NIC of ``host``, both ways, by the lab's lab_link speed (ops.set_speed:
+    the host NIC and its ToR port); the actions taken."""
+    done = []
+    for nic in [n["name"] for h in lab.spec.hosts if h["name"] == host for n in h["nics"]]:
+        done += LO.set_speed(lab, host, nic, rate, direction="both")["actions"]
+    return done
+
+
+def line_rate_figures(res, rate_bits, n):
+    """The (N-1)/N comparison of part a from its windows' throughput (``res["throughput"]``) and shares."""
+    tp = res.get("throughput") or {}
+    out = {"rate_mbit_per_s": rate_bits / 1e6, "nics": n, "capacity_mbit_per_s": rate_bits * n / 1e6,
+           "capacity_drained_mbit_per_s": rate_bits * (n - 1) / 1e6, "expected_ratio": round((n - 1.0) / n, 3)}
+    for d in ("egress", "ingress"):
+        row = {}
+        for src in ("iperf3", "counters"):
+            vals = dict((w, ((tp.get(w) or {}).get(src) or {}).get(d, {}).get("mbit_per_s")) for w in ("before", "drained", "after"))
+            row[src] = dict(vals)
+            if vals["before"] and vals["drained"] is not None:
+                row[src]["ratio_drained_to_before"] = round(vals["drained"] / vals["before"], 3)
+            if vals["before"] and vals["after"] is not None:
+                row[src]["ratio_after_to_before"] = round(vals["after"] / vals["before"], 3)
+            for w in ("before", "drained", "after"):
+                cap = rate_bits * ((n - 1) if w == "drained" else n) / 1e6
+                if vals[w] is not None:
+                    row[src]["%s_of_capacity" % w] = round(vals[w] / cap, 3)
+        side = "ingress" if d == "ingress" else "egress"
+        row["shares"] = dict((w, ((res.get(key) or {}).get(side) or {}).get("shares"))
+                             for w, key in (("before", "before"), ("drained", "during"), ("after", "after")))
+        out[d] = row
     return out
 
 
@@ -714,7 +779,13 @@ def main():
     ap.add_argument("--approve-host", default="lab-r2-h2")
     ap.add_argument("--approve-wait", type=float, default=20.0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--line-rate", default=None, help="part a: a tbf line rate (e.g. 200mbit) on every NIC of the load "
+                    "host, both ways (lab_link speed), removed at the end; off by default")
     a = ap.parse_args()
+    try:
+        rate_bits = LO.rate_bits(a.line_rate) if a.line_rate else None
+    except Exception as e:  # pylint: disable=broad-except  # LabError: the message names the fix
+        ap.error("--line-rate: %s" % e)
     keys = [k for k in a.parts.split(",") if k]
     for k in keys:
         if k not in PARTS:
@@ -727,9 +798,11 @@ def main():
     signal.signal(signal.SIGTERM, term)
     data = {"argv": sys.argv, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "flows_each_way": MM.FLOWS,
             "commit": MM.sh(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], check=False).stdout.strip(),
-            "settings": {"correlator_quiet_s": QUIET, "clean_window_s": CLEAN_WINDOW, "undrain_retry": RETRY},
+            "settings": {"correlator_quiet_s": QUIET, "clean_window_s": CLEAN_WINDOW, "undrain_retry": RETRY,
+                         "line_rate": a.line_rate, "line_rate_bits": rate_bits},
             "parts": {}}
     load = None
+    shaped = None         # (lab, host) while the line rate is on
     try:
         data["build_s"] = MM.build("ebpf")
         lab = open_lab(MM.TOPOLOGY)
@@ -737,8 +810,14 @@ def main():
         data["agents_up"] = MM.wait_for(all_agents_up, 120)
         if "a" in keys:
             host = a.nic.split(":")[0]
+            if rate_bits:
+                shaped = (lab, host)
+                data["line_rate_set"] = set_line_rate(lab, host, a.line_rate)
+                log("a: line rate %s on every NIC of %s, both ways (%d tc changes)"
+                    % (a.line_rate, host, len(data["line_rate_set"])))
+            storage = Sampler(netns_name(lab.spec.storage_name), ["eth0"])
             samplers = (Sampler(netns_name(host), plan.nics(host)), Sampler(netns_name(plan.tor(host)), plan.tor_ports(host)))
-            for s in samplers:
+            for s in samplers + (storage,):
                 s.start()
             load = ChainLoad(lab, host, "ebpf", a.chunk, interval=0.1, server_interval=0.1)
             load.start()
@@ -756,14 +835,30 @@ def main():
             MM.wait_for(lambda: any(r["start"] + r.get("seconds", 0) >= last for r in load.runs) or None, a.chunk + 45, 2)
             res["stalls"] = dict((name, stalls_between(load, *w)) for name, w in sorted(WINDOWS.items()))
             log("a: receiver stalls %s" % json.dumps(res["stalls"]))
+            res["throughput"] = {}
+            for name in ("before", "drained", "after"):
+                if name not in WINDOWS:
+                    continue
+                w = WINDOWS[name]
+                eg, ig = shares(storage, {"eth0": "eth0"}, w[0], w[1], 0), shares(samplers[0], dict(
+                    (d, d) for d in plan.nics(host)), w[0], w[1], 0)
+                res["throughput"][name] = {"iperf3": goodput_between(load, *w), "counters": {
+                    "egress": {"mbit_per_s": eg and eg["total_mbit_per_s"], "where": "storage eth0 rx"},
+                    "ingress": {"mbit_per_s": ig and ig["total_mbit_per_s"], "where": "host NICs rx"}}}
+            if rate_bits:
+                res["line_rate"] = line_rate_figures(res, rate_bits, len(plan.nics(host)))
+            log("a: throughput %s" % json.dumps(res["throughput"]))
             load.stop()
             data["load"] = MM.load_figures(load.runs)
             data["load_runs"] = [dict((k, v) for k, v in r.items() if k not in ("egress", "ingress")) for r in load.runs]
             data["load_runs_max_stall"] = [(r["start"], (r.get("egress") or {}).get("max_stall_s"),
                                             (r.get("ingress") or {}).get("max_stall_s")) for r in load.runs]
             load = None
-            for s in samplers:
+            for s in samplers + (storage,):
                 MM.stop_proc(s.proc)
+            if shaped:
+                data["line_rate_removed"] = set_line_rate(lab, host, None)
+                shaped = None
             MM.save(a.json, data)
         for k, fn in (("b", part_b), ("c", part_c), ("d", part_d), ("e", part_e)):
             if k not in keys:
@@ -784,6 +879,11 @@ def main():
                 undo()
             except Exception as e:  # pylint: disable=broad-except
                 log("cleanup: %s" % e)
+        if shaped:
+            try:
+                data["line_rate_removed"] = set_line_rate(shaped[0], shaped[1], None)
+            except Exception as e:  # pylint: disable=broad-except
+                log("cleanup: line rate: %s" % e)
         for rb in RULEBOOKS:
             try:
                 rb.stop()
@@ -797,6 +897,7 @@ def main():
         p, secs = MM.teardown()
         log("lab torn down (rc=%d, %.0f s); JSON: %s" % (p.returncode, secs, a.json))
     print(json.dumps({"a": (data["parts"].get("a") or {}).get("figures"),
+                      "a_line_rate": (data["parts"].get("a") or {}).get("line_rate"),
                       "outcomes": dict((k, v.get("outcome") or v.get("error") or "done") for k, v in data["parts"].items())},
                      indent=1))
 
