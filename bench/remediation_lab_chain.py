@@ -178,6 +178,25 @@ class WidthWatch(threading.Thread):
         return next((t for t, w in self.samples if t >= since and w == want), None)
 
 
+def drop_counters(plan, host):
+    """{ns/dev: [rx dropped, tx dropped, qdisc drops]} of the host's NICs and their ToR ports: what the monitoring
+    agent's nic_drops reads (the link's counters) beside what a tbf dropped (its qdisc's)."""
+    out = {}
+    for ns, devs in ((netns_name(host), plan.nics(host)), (netns_name(plan.tor(host)), list(plan.tor_ports(host)))):
+        for li in json.loads(MM.sh(["ip", "-n", ns, "-j", "-s", "link", "show"]).stdout or "[]"):
+            if li["ifname"] in devs:
+                q = json.loads(MM.sh(["tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", li["ifname"]], check=False).stdout
+                               or "[]")
+                root = next((x for x in q if x.get("root")), {})
+                out["%s/%s" % (ns, li["ifname"])] = [li["stats64"]["rx"]["dropped"], li["stats64"]["tx"]["dropped"],
+                                                     root.get("drops", 0)]
+    return out
+
+
+def drop_delta(c0, c1):
+    return dict((k, [b - a for a, b in zip(c0[k], c1[k])]) for k in sorted(c0) if k in c1)
+
+
 def marker(host):
     p = MM.in_host(host, ["cat", MARKER], check=False)
     return p.stdout if p.returncode == 0 else None
@@ -495,9 +514,13 @@ def chain(lab, plan, a, samplers, res, watch):  # pylint: disable=too-many-local
     res["rulebook_start_s"] = rb.start()
     res["width_before"] = width(plan, host)
     time.sleep(5)
+    d0 = MM.safe(lambda: drop_counters(plan, host))
     tb0 = time.time()
     time.sleep(a.baseline)
     tb1 = time.time()
+    d1 = MM.safe(lambda: drop_counters(plan, host))
+    res["drops_in_baseline"] = {"columns": ["link rx dropped", "link tx dropped", "root qdisc drops"],
+                                "delta": drop_delta(d0, d1) if d0 and d1 else None}
     res["before"] = {"ingress": shares(hs, host_names, tb0, tb1, 0), "egress": shares(ts, tor_names, tb0, tb1, 0)}
     WINDOWS["before"] = (tb0, tb1)
     log("a: before: %s" % json.dumps(res["before"]))
