@@ -90,3 +90,17 @@ def test_agent_events_become_detections():
     with pytest.raises(DetectionError) as err:
         from_agent_event(dict(base, kind="egress_out", nic="eth9"), idx)  # a 4-NIC host has no eth9
     assert [p.path for p in err.value.problems] == ["nic"]
+
+
+def test_drops_of_a_full_nic_are_not_a_detection_errors_are():
+    """A NIC at line rate drops at its queue (the eBPF redirect counts it as the NIC's tx dropped): every NIC of a busy
+    host would look faulty. nic_drops stays an agent event, not a detection; nic_errors (a bad link) is one."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.monitor.detections import from_agent_event
+
+    base = {"time": 100.0, "source": "fabric_monitor", "host": "r1-h1", "rack": "r1", "zone": "z1", "slot": None,
+            "scope": "nic"}
+    for nic in ("eth0", "eth1", "eth2", "eth3"):
+        assert from_agent_event(dict(base, kind="nic_drops", nic=nic, value=1128,
+                                     detail="NIC %s: 1128 receive/transmit drops" % nic)) == []
+    (err,) = from_agent_event(dict(base, kind="nic_errors", nic="eth1", value=3, detail="NIC eth1: 3 errors"))
+    assert (err.kind, err.nic, err.value, err.source) == ("nic_errors", 2, 3, "counters")
