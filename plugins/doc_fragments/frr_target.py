@@ -17,3 +17,20 @@ options:
     type: path
     default: /usr/bin
 """
+
+    # modules that apply a config with frr-reload.py (frr_config, spine_drain): frr_apply.RELOAD_ARGUMENT_SPEC
+    RELOAD = r"""
+options:
+  rundir:
+    description: Scratch directory for frr-reload.py (its temporary files hold the applied lines).
+    type: path
+    default: /var/run/frr
+  reload_script:
+    description: Path of frr-reload.py.
+    type: path
+    default: /usr/lib/frr/frr-reload.py
+  python:
+    description: Python interpreter for frr-reload.py.
+    type: path
+    default: /usr/bin/python3
+"""

@@ -41,18 +41,6 @@ options:
     description: FRR config directory (frr-reload.py C(--confdir)); C(vtysh write) persists to C(<confdir>/frr.conf).
     type: path
     default: /etc/frr
-  rundir:
-    description: Scratch directory for frr-reload.py (its temporary files hold the applied lines).
-    type: path
-    default: /var/run/frr
-  reload_script:
-    description: Path of frr-reload.py.
-    type: path
-    default: /usr/lib/frr/frr-reload.py
-  python:
-    description: Python interpreter for frr-reload.py.
-    type: path
-    default: /usr/bin/python3
 attributes:
   check_mode:
     support: full
@@ -68,6 +56,7 @@ requirements:
   - FRR with vtysh and frr-reload.py (Debian/Ubuntu package frr-pythontools)
 extends_documentation_fragment:
   - netscale.multinic.frr_target
+  - netscale.multinic.frr_target.reload
 """
 
 EXAMPLES = r"""

@@ -33,18 +33,6 @@ options:
     description: FRR config directory (frr-reload.py C(--confdir); the marker lives here).
     type: path
     default: /etc/frr
-  rundir:
-    description: Scratch directory for frr-reload.py.
-    type: path
-    default: /var/run/frr
-  reload_script:
-    description: Path of frr-reload.py.
-    type: path
-    default: /usr/lib/frr/frr-reload.py
-  python:
-    description: Python interpreter for frr-reload.py.
-    type: path
-    default: /usr/bin/python3
   job:
     description: The drain job's id (kept in the marker).
     type: str
@@ -69,6 +57,7 @@ requirements:
   - FRR with vtysh and frr-reload.py (Debian/Ubuntu package frr-pythontools)
 extends_documentation_fragment:
   - netscale.multinic.frr_target
+  - netscale.multinic.frr_target.reload
 """
 
 EXAMPLES = r"""

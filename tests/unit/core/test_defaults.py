@@ -266,8 +266,12 @@ def module_doc(name):
     doc = yaml.safe_load(mod.DOCUMENTATION)
     options = dict(doc.get("options") or {})
     for fragment in doc.get("extends_documentation_fragment") or []:
-        frag = importlib.import_module("%s.plugins.doc_fragments.%s" % (COLLECTION, fragment.split(".")[-1]))
-        for key, value in (yaml.safe_load(frag.ModuleDocFragment.DOCUMENTATION).get("options") or {}).items():
+        # netscale.multinic.NAME (its DOCUMENTATION) or netscale.multinic.NAME.SECTION (its SECTION upper-cased)
+        parts = fragment.split(".")
+        name, section = (parts[2], "DOCUMENTATION") if len(parts) == 3 else (parts[2], parts[3].upper())
+        frag = importlib.import_module("%s.plugins.doc_fragments.%s" % (COLLECTION, name))
+        text = getattr(frag.ModuleDocFragment, section)
+        for key, value in (yaml.safe_load(text).get("options") or {}).items():
             options.setdefault(key, value)
     return options
 
