@@ -57,15 +57,20 @@ class Rulebook(object):
     def decisions(self, case):
         return [r for r in self.journal() if r.get("type") == "decision" and r.get("case") == case]
 
-    def runs(self, case):
-        return eda_journal.runs(self.journal()).get(actions.request_id(case), {}).get("runs", [])
+    def runs(self, case, request_id=actions.request_id):
+        """The journal's runs of a case's request (``request_id``: actions.request_id, undrain_request_id or
+        snapshot_request_id)."""
+        return eda_journal.runs(self.journal()).get(request_id(case), {}).get("runs", [])
 
     def undrain_runs(self, case):
-        return eda_journal.runs(self.journal()).get(actions.undrain_request_id(case), {}).get("runs", [])
+        return self.runs(case, actions.undrain_request_id)
 
-    def recorded(self, case):
+    def recorded(self, case, kind=""):
+        """What the stand-in playbooks recorded for a case (``kind``: "" for drains, "undrain" or "snapshot"; a "/" of
+        the case id is "+" in the file name)."""
         out = []
-        for path in sorted(glob.glob(os.path.join(self.records, "%s-*.json" % case))):
+        name = "%s%s-*.json" % (kind + "-" if kind else "", case.replace("/", "+"))
+        for path in sorted(glob.glob(os.path.join(self.records, name))):
             with open(path) as handle:
                 out.append(json.load(handle))
         return out

@@ -17,7 +17,6 @@ A second rulebook process (fixture ``snapshot_rulebook``, started only by the sn
 (the default) and the stand-in tests/e2e/eda/playbooks/snapshot_recorder.yml: a case's open event starts one snapshot
 in mode report and in mode auto (before its drain); updated and re-sent open lines start none.
 """
-import glob
 import json
 import os
 import subprocess
@@ -142,17 +141,8 @@ def test_approve_mode_starts_nothing_until_approved(rulebook):
     assert rulebook.recorded("rep-1") == [] and rulebook.runs("rep-1") == []
 
 
-def _undrain_records(rulebook, case):
-    out = []
-    for path in sorted(glob.glob(os.path.join(rulebook.records, "undrain-%s-*.json" % case))):
-        with open(path) as handle:
-            out.append(json.load(handle))
-    return out
-
-
 def _undrain_runs(rulebook, case):
-    return [r["status"] for r in eda_journal.runs(rulebook.journal()).get(actions.undrain_request_id(case), {})
-            .get("runs", [])]
+    return [r["status"] for r in rulebook.undrain_runs(case)]
 
 
 def test_closed_case_undrains_in_auto_and_a_refused_undrain_is_retried(rulebook):
@@ -168,11 +158,11 @@ def test_closed_case_undrains_in_auto_and_a_refused_undrain_is_retried(rulebook)
     rulebook.wait(lambda: rulebook.runs("back-1")[-1:] and rulebook.runs("back-1")[-1]["status"] == "succeeded"
                   and rulebook.runs("back-2")[-1:] and rulebook.runs("back-2")[-1]["status"] == "failed",
                   "the two drains' outcomes")
-    assert _undrain_records(rulebook, "back-1") == []          # open cases undrain nothing
+    assert rulebook.recorded("back-1", kind="undrain") == []          # open cases undrain nothing
     closed = case_line("back-1", host="h-back", nic=1, zone="az-back", state="closed")
     rulebook.write(closed, closed, case_line("back-2", host="fail-host", nic=0, zone="az-back2", state="closed"))
     rulebook.wait(lambda: _undrain_runs(rulebook, "back-1") == ["started", "succeeded"], "the undrain of back-1")
-    assert _undrain_records(rulebook, "back-1") == [{
+    assert rulebook.recorded("back-1", kind="undrain") == [{
         "drain_scope": "nic", "drain_host": "h-back", "drain_nic": 1, "drain_case": "back-1", "drain_clean_window": 45,
         "request": actions.undrain_request_id("back-1")}]
     undrains = [d["outcome"] for d in rulebook.decisions("back-1") if d.get("action") == "undrain"]
@@ -182,23 +172,15 @@ def test_closed_case_undrains_in_auto_and_a_refused_undrain_is_retried(rulebook)
                   "the refused undrain of back-2 and its retry")
     time.sleep(5)   # more than two retry intervals: no third run
     assert _undrain_runs(rulebook, "back-2") == ["started", "failed", "started", "failed"]
-    assert len(_undrain_records(rulebook, "back-2")) == 2
+    assert len(rulebook.recorded("back-2", kind="undrain")) == 2
     retry = [d for d in rulebook.decisions("back-2") if d.get("action") == "undrain"][-1]
     assert retry["outcome"] == "queued" and retry["reasons"][0].startswith("retry 1 of 1: the last undrain run failed")
     failed = eda_journal.summary(rulebook.journal())["failed"]
     assert (actions.undrain_request_id("back-2"), "back-2") in failed
 
 
-def _snapshot_records(rulebook, case):
-    out = []
-    for path in sorted(glob.glob(os.path.join(rulebook.records, "snapshot-%s-*.json" % case.replace("/", "+")))):
-        with open(path) as handle:
-            out.append(json.load(handle))
-    return out
-
-
 def _snapshot_runs(rulebook, case):
-    return eda_journal.runs(rulebook.journal()).get(actions.snapshot_request_id(case), {}).get("runs", [])
+    return rulebook.runs(case, actions.snapshot_request_id)
 
 
 def test_open_case_starts_one_snapshot_in_report_and_auto_and_updated_none(snapshot_rulebook):
@@ -209,7 +191,7 @@ def test_open_case_starts_one_snapshot_in_report_and_auto_and_updated_none(snaps
     rb.wait(lambda: [r["status"] for r in _snapshot_runs(rb, rep)] == ["started", "succeeded"], "the snapshot of snap-r")
     want = {"case": rep, "kind": "nic", "state": "open", "dir": os.path.join(rb.reports, "cases"),
             "request": actions.snapshot_request_id(rep)}
-    assert _snapshot_records(rb, rep) == [want]
+    assert rb.recorded(rep, kind="snapshot") == [want]
     assert [d["outcome"] for d in rb.decisions(rep)] == ["would_drain", "duplicate"] and rb.runs(rep) == []
     # mode auto: one snapshot, then the drain; a re-sent open line and an updated line start nothing more
     rb.set_mode("auto")
@@ -220,7 +202,7 @@ def test_open_case_starts_one_snapshot_in_report_and_auto_and_updated_none(snaps
     assert [r["status"] for r in _snapshot_runs(rb, auto)] == ["started", "succeeded"]
     assert _snapshot_runs(rb, auto)[-1]["time"] <= rb.runs(auto)[0]["time"]   # the snapshot ran first
     time.sleep(3)   # six poll intervals: nothing more starts
-    assert len(_snapshot_records(rb, auto)) == 1 and len(_snapshot_records(rb, rep)) == 1
+    assert len(rb.recorded(auto, kind="snapshot")) == 1 and len(rb.recorded(rep, kind="snapshot")) == 1
     snaps = [r["outcome"] for r in rb.journal() if r.get("type") == "snapshot" and r.get("case") == auto]
     assert snaps == ["queued", "duplicate"]
 
