@@ -35,6 +35,18 @@ def test_stalls_are_per_stream_and_reset_by_bytes():
     assert H.stalls(r) == [(0.0, 0.4), (0.2, 1.2), (0.6, 0.6)]
 
 
+def test_interval_jitter_does_not_lengthen_a_stall():
+    """Five empty intervals of 0.2000038 s (iperf3's timer jitter) are a 1.0 s stall, within a 1 s
+    bound; six are 1.2 s and stay over it."""
+    five = report({3: [10, 0, 0, 0, 0, 0, 10]})
+    six = report({3: [10, 0, 0, 0, 0, 0, 0, 10]})
+    for r in (five, six):
+        for iv in r["intervals"]:
+            iv["streams"][0]["seconds"] = 0.2000038
+    assert H.max_stall(five) == 1.0
+    assert H.max_stall(six) == 1.2 and H.max_stall(six) > 1.0
+
+
 def test_by_end_requires_both_directions():
     sender = report({5: [100] * 3})
     receiver = report({7: [100, 0, 100]})
