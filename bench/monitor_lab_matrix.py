@@ -72,7 +72,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.lab import fault
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import monitoring as MON  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab  # noqa: E402
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import kill, wait_gone  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import kill, run_command, wait_gone  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name  # noqa: E402
 
 TOPOLOGY = os.path.join(REPO, "inventories", "lab", "fabric.yml")
@@ -122,10 +122,8 @@ def playbook(*args, check=True, timeout=900):
 
 
 def sh(argv, check=True, timeout=60, input_text=None):
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, input=input_text)
-    if check and p.returncode != 0:
-        raise RuntimeError("%s: rc=%d %s" % (" ".join(argv), p.returncode, (p.stderr or p.stdout)[-1000:]))
-    return p
+    """The lab's command runner (module_utils/lab/proc.run_command); failures raise RuntimeError."""
+    return run_command(argv, check=check, error=RuntimeError, tail=1000, timeout=timeout, input=input_text)
 
 
 def state():

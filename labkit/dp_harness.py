@@ -25,6 +25,7 @@ ensure_collection_importable()
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bpf as bpfmod  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command  # noqa: E402
 
 PY = os.path.join(ROOT, ".venv/bin/python")
 BPF_SRC = os.path.join(ROOT, "roles/host_datapath/files/bpf/multinic_datapath.c")
@@ -34,11 +35,8 @@ TOR_STO6, TOR_STO4 = "fd00:5::1", "198.19.5.1"
 
 
 def sh(cmd, check=True, **kw):
-    p = subprocess.run(cmd, shell=isinstance(cmd, str), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, check=False, **kw)
-    if check and p.returncode != 0:
-        raise RuntimeError("%s failed: %s" % (cmd, p.stderr.strip()))
-    return p
+    """The lab's command runner (module_utils/lab/proc.run_command); failures raise RuntimeError."""
+    return run_command(cmd, check=check, error=RuntimeError, **kw)
 
 
 def lab_plan():

@@ -33,17 +33,15 @@ ensure_collection_importable()
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import health  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import spec as dspec  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import faults  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command  # noqa: E402
 
 FAULTS = ("silent", "to_host", "to_tor", "arp_nd", "flap_storm")
 BFD_RUN_DIR = "/run/netscale-vipinjector-bfd"   # plugins/module_utils/vipinjector/bfd.py DEFAULTS runtime_dir
 
 
 def run(argv, check=True, timeout=30, input_text=None):
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                       timeout=timeout, check=False, input=input_text)
-    if check and p.returncode != 0:
-        raise RuntimeError("%s failed rc=%d: %s" % (" ".join(argv), p.returncode, (p.stderr or p.stdout)[-1000:]))
-    return p
+    """The lab's command runner (module_utils/lab/proc.run_command); failures raise RuntimeError."""
+    return run_command(argv, check=check, error=RuntimeError, tail=1000, timeout=timeout, input=input_text)
 
 
 # ---- faults ------------------------------------------------------------------------------------

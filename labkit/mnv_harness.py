@@ -32,6 +32,7 @@ ensure_collection_importable()
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command  # noqa: E402
 
 VENV = os.path.join(REPO, ".venv")
 # what the vipinjector role installs (built by scripts/build-host-programs.py)
@@ -40,10 +41,8 @@ FRR = "/usr/lib/frr"
 
 
 def sh(cmd, check=True, **kw):
-    r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True, check=False, **kw)
-    if check and r.returncode != 0:
-        raise RuntimeError("%s -> %d: %s %s" % (cmd, r.returncode, r.stdout, r.stderr))
-    return r
+    """The lab's command runner (module_utils/lab/proc.run_command); failures raise RuntimeError."""
+    return run_command(cmd, check=check, error=RuntimeError, **kw)
 
 
 def lab_plan():

@@ -18,6 +18,7 @@ import yaml
 
 from labkit import dp_harness as DH
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops as LO  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(REPO, "tests", "e2e", "stack")
@@ -52,11 +53,8 @@ def lab_vars():
 
 
 def sh(argv, check=True, timeout=120, **kw):
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                       timeout=timeout, check=False, **kw)
-    if check and p.returncode != 0:
-        raise AssertionError("%s failed rc=%d: %s" % (" ".join(argv), p.returncode, (p.stderr or p.stdout)[-2000:]))
-    return p
+    """The lab's command runner (module_utils/lab/proc.run_command); failures fail the test."""
+    return run_command(argv, check=check, error=AssertionError, timeout=timeout, **kw)
 
 
 def playbook(name, *args, check=True, timeout=900, inventory=True):

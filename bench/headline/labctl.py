@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import ops as labops
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.common import open_lab
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.engine import netns_name
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.state import load as load_state
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
 
@@ -45,10 +45,8 @@ class BenchError(Exception):
 
 
 def sh(argv, timeout=60):
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    if p.returncode != 0:
-        raise BenchError("%s failed (rc=%d): %s" % (" ".join(argv), p.returncode, (p.stderr or p.stdout).strip()[-400:]))
-    return p.stdout
+    """The lab's command runner (module_utils/lab/proc.run_command); failures raise BenchError."""
+    return run_command(argv, error=BenchError, tail=400, timeout=timeout).stdout
 
 
 def parse_net_dev(text):

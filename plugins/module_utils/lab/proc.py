@@ -17,10 +17,26 @@ class LabError(MultinicError):
     """An operation of the lab failed; the message says which step and why."""
 
 
+def run_command(cmd, check=True, error=LabError, tail=2000, **kw):
+    """The lab's one command runner (the engine, the test harnesses and the benches configure it):
+    run cmd and return its subprocess.CompletedProcess with text stdout and stderr.
+
+    A list runs as argv; a string runs through /bin/sh (the harnesses' one-liners with pipes).
+    With check, a non-zero exit raises ``error`` (each harness keeps the exception type its callers
+    catch) naming the command, its exit code and the last ``tail`` characters of its stderr, else
+    stdout. ``kw`` goes to subprocess.run (timeout, input, env, cwd); a timeout raises
+    subprocess.TimeoutExpired unchanged, for the callers that wait on purpose."""
+    p = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True, check=False, **kw)
+    if check and p.returncode != 0:
+        text = cmd if isinstance(cmd, str) else " ".join(str(a) for a in cmd)
+        raise error("%s failed rc=%d: %s" % (text, p.returncode, (p.stderr or p.stdout).strip()[-tail:]))
+    return p
+
+
 def run(argv, input_text=None, check=True, timeout=120):
     """Run a command, return (rc, stdout, stderr). Raises LabError with the command on failure."""
     try:
-        p = subprocess.run(argv, input=input_text, capture_output=True, text=True, timeout=timeout, check=False)
+        p = run_command(argv, check=False, input=input_text, timeout=timeout)
     except FileNotFoundError:
         raise LabError("command not found: %s (install it: bash scripts/setup.sh)" % argv[0])
     except subprocess.TimeoutExpired:

@@ -19,7 +19,7 @@ import time
 import pytest
 import yaml
 
-from labkit.stack_lab import env
+from labkit.stack_lab import env, sh
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FABRIC = os.path.join(REPO, "tests", "e2e", "remediate", "spine", "fabric.yml")
@@ -32,14 +32,6 @@ TORS = ["msd-r1-tor", "msd-r2-tor"]
 SRC, DST = "msd-r1-h1", "msd-r2-h1"
 HALF = json.dumps({"drain_budget": {"max_zone_spine_share": 0.5}})   # 1 of 2 spines: over the 0.25 default
 FLOWS, PER_FLOW = 32, 10
-
-
-def sh(argv, check=True, timeout=120):
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                       timeout=timeout, check=False)
-    if check and p.returncode != 0:
-        raise AssertionError("%s failed rc=%d: %s" % (" ".join(argv), p.returncode, (p.stderr or p.stdout)[-2000:]))
-    return p
 
 
 def playbook(name, *args, check=True, inventory=True):

@@ -31,6 +31,8 @@ import time
 import pytest
 import yaml
 
+from labkit import stack_lab   # the lab's command runner
+
 pytestmark = pytest.mark.e2e
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
@@ -97,7 +99,7 @@ def recaps(stdout):
 
 
 def sh(argv):
-    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    return stack_lab.sh(argv, timeout=None).stdout
 
 
 def in_node(pid, *argv):

@@ -24,6 +24,7 @@ import uuid
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
 from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
 
@@ -46,11 +47,8 @@ while True:
 
 
 def sh(argv, check=True, timeout=60, env=None):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env,
-                          check=False)
-    if check and proc.returncode != 0:
-        raise RuntimeError("%s -> rc %d: %s %s" % (" ".join(argv), proc.returncode, proc.stdout, proc.stderr))
-    return proc
+    """The lab's command runner (module_utils/lab/proc.run_command); failures raise RuntimeError."""
+    return run_command(argv, check=check, error=RuntimeError, timeout=timeout, env=env)
 
 
 def run_tuple(argv):
