@@ -25,6 +25,7 @@ ensure_collection_importable()
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.datapath import bpf as bpfmod  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import netns as NS  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command  # noqa: E402
 
 PY = os.path.join(ROOT, ".venv/bin/python")
@@ -146,7 +147,7 @@ class Fabric(object):
         self.sto = self.prefix + "-sto"
         self.procs = []
         self.mounts = []
-        self.namespaces = []
+        self.namespaces = NS.Namespaces(error=RuntimeError)
         plan = lab_plan()
         plan.update(host_data or {})
         self.hosts = [Host(self, n, plan[n], i + 1) for i, n in enumerate(hosts)]
@@ -160,11 +161,7 @@ class Fabric(object):
             raise
 
     def _ns(self, name):
-        sh(["ip", "netns", "add", name])
-        self.namespaces.append(name)
-        sh(["ip", "-n", name, "link", "set", "lo", "up"])
-        sysctl(name, {"net.ipv6.conf.all.keep_addr_on_down": 1, "net.ipv6.conf.default.keep_addr_on_down": 1,
-                      "net.ipv6.conf.all.accept_dad": 0, "net.ipv6.conf.default.accept_dad": 0})
+        self.namespaces.add(name, NS.KEEP_ADDR_ON_DOWN + NS.NO_DAD)
 
     def _build(self, tbf, preassign):
         self._ns(self.tor)
@@ -176,11 +173,11 @@ class Fabric(object):
                           "net.ipv4.conf.default.ignore_routes_with_linkdown": 1,
                           "net.ipv6.conf.default.ignore_routes_with_linkdown": 1,
                           "net.ipv4.fib_multipath_use_neigh": 1})
-        sh(["ip", "link", "add", "sto0", "netns", self.sto, "type", "veth", "peer", "name", "sto", "netns", self.tor])
-        ipn(self.sto, "addr add %s/64 dev sto0 nodad" % STO6)
-        ipn(self.sto, "addr add %s/24 dev sto0" % STO4)
-        ipn(self.tor, "addr add %s/64 dev sto nodad" % TOR_STO6)
-        ipn(self.tor, "addr add %s/24 dev sto" % TOR_STO4)
+        self.namespaces.veth(self.sto, "sto0", self.tor, "sto", up=False)
+        self.namespaces.address(self.sto, "sto0", "%s/64" % STO6)
+        self.namespaces.address(self.sto, "sto0", "%s/24" % STO4)
+        self.namespaces.address(self.tor, "sto", "%s/64" % TOR_STO6)
+        self.namespaces.address(self.tor, "sto", "%s/24" % TOR_STO4)
         ipn(self.sto, "link set sto0 up")
         ipn(self.tor, "link set sto up")
         ipn(self.sto, "route add default via %s" % TOR_STO4)
@@ -193,8 +190,7 @@ class Fabric(object):
             self._ns(h.ns)
             for k, nic in enumerate(h.data["nics"]):
                 port = h.tor_port(k)
-                sh(["ip", "link", "add", nic["name"], "netns", h.ns, "type", "veth", "peer", "name", port,
-                    "netns", self.tor])
+                self.namespaces.veth(h.ns, nic["name"], self.tor, port, up=False)
                 ipn(self.tor, "addr add %s/%s dev %s" % (nic["gateway"]["ipv4"], nic["subnet"]["ipv4"].split("/")[1], port))
                 ipn(self.tor, "addr add %s/64 dev %s nodad" % (nic["gateway"]["ipv6"], port))
                 ipn(self.tor, "link set %s up" % port)
@@ -251,12 +247,8 @@ class Fabric(object):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        for h in self.hosts:
-            for ns in h.netns_names.values():
-                if os.path.exists("/run/netns/" + ns):
-                    sh(["ip", "netns", "del", ns], check=False)
-        for ns in reversed(self.namespaces):
-            sh(["ip", "netns", "del", ns], check=False)
+        # the slot namespaces the datapath core made, then the harness's own
+        self.namespaces.remove(also=[ns for h in self.hosts for ns in h.netns_names.values()])
         for m in self.mounts:
             sh(["umount", m], check=False)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -270,7 +262,7 @@ def ipn(ns, args):
 
 
 def sysctl(ns, kv):
-    sh(["nsenter", "--net=/run/netns/" + ns, "sysctl", "-q", "-w"] + ["%s=%s" % (k, v) for k, v in kv.items()])
+    NS.sysctl(ns, kv, error=RuntimeError)
 
 
 def iperf_json(out):

@@ -32,6 +32,7 @@ ensure_collection_importable()
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.planner import FabricPlan  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology import load_topology  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import netns as NS  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command  # noqa: E402
 
 VENV = os.path.join(REPO, ".venv")
@@ -98,23 +99,13 @@ class Harness(object):
         self.n = int(self.host["nic_count"])
         # bridge: ToR port is a bridge per NIC (None: only when several slots share a NIC subnet)
         self.bridge = len(self.slots) > 1 if bridge is None else bool(bridge)
+        self.namespaces = NS.Namespaces(error=RuntimeError)
 
     # ---------------------------------------------------------------- topology
     def build(self):
-        sh(["ip", "netns", "add", self.tor])
-        for ns in self.ns.values():
-            sh(["ip", "netns", "add", ns])
         for ns in [self.tor] + list(self.ns.values()):
-            for k, v in (("net.ipv6.conf.all.keep_addr_on_down", 1),
-                         ("net.ipv6.conf.default.keep_addr_on_down", 1),
-                         ("net.ipv4.fib_multipath_hash_policy", 1),
-                         ("net.ipv6.fib_multipath_hash_policy", 1)):
-                sh(["ip", "netns", "exec", ns, "sysctl", "-qw", "%s=%s" % (k, v)])
-            sh(["ip", "-n", ns, "link", "set", "lo", "up"])
-        sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
-        sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
-        for k, v in sorted(self.tor_sysctls.items()):
-            sh(["ip", "netns", "exec", self.tor, "sysctl", "-qw", "%s=%s" % (k, v)])
+            self.namespaces.add(ns, NS.KEEP_ADDR_ON_DOWN + NS.L4_MULTIPATH_HASH)
+        self.namespaces.sysctl(self.tor, NS.FORWARDING + tuple(sorted(self.tor_sysctls.items())))
         # One slot: the ToR port is the veth itself (carrier loss reaches zebra at once, as on a
         # real ToR port). Several slots share a NIC subnet: the ToR port is a bridge over them
         # (a bridge adds ~1 s before a lost port takes its carrier down).
@@ -133,8 +124,7 @@ class Harness(object):
                 k = nic["index"]
                 a = [x for x in sd["nics"] if x["index"] == k][0]["address"]
                 tn, cn = self.tor_port(s, k), "eth%d" % k
-                sh(["ip", "link", "add", tn, "type", "veth", "peer", "name", cn, "netns", ns])
-                sh(["ip", "link", "set", tn, "netns", self.tor])
+                self.namespaces.veth(self.tor, tn, ns, cn, up=False)
                 if self.bridge:
                     sh(["ip", "-n", self.tor, "link", "set", tn, "master", "t%d" % k, "up"])
                 else:
@@ -461,8 +451,7 @@ class Harness(object):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        for ns in list(self.ns.values()) + [self.tor]:
-            sh(["ip", "netns", "del", ns], check=False)
+        self.namespaces.remove()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self):

@@ -9,6 +9,7 @@ and routes go in as one ``ip -batch`` per node.
 
 from __future__ import annotations
 
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import netns
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name
 
@@ -51,7 +52,7 @@ def nsexec(node, argv, **kw):
 
 
 def set_sysctls(node, pairs):
-    nsexec(node, ["sysctl", "-q", "-w"] + ["%s=%s" % (k, v) for k, v in pairs])
+    netns.sysctl(netns_name(node), pairs)
 
 
 def veth(lab, a_node, a_dev, b_node, b_dev, owner=None):
@@ -61,8 +62,7 @@ def veth(lab, a_node, a_dev, b_node, b_dev, owner=None):
     if owner:
         rec["node"] = owner
     lab.state.add(**rec)
-    run(["ip", "link", "add", a_dev, "netns", netns_name(a_node), "type", "veth",
-         "peer", "name", b_dev, "netns", netns_name(b_node)])
+    netns.veth_pair(netns_name(a_node), a_dev, netns_name(b_node), b_dev)
 
 
 def wire(lab):

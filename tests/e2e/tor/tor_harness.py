@@ -24,6 +24,7 @@ import uuid
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
 from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import netns as NS
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
@@ -64,7 +65,7 @@ class TorLab(object):
         self.rack_name = rack
         self.md5_keys = md5_keys if md5_keys is not None else {}
         self.options = options or {}
-        self.namespaces = []
+        self.namespaces = NS.Namespaces(error=RuntimeError)   # all named mnt-<id>-*
         self.pids = []          # (pid, what)
         self.exabgp = {}        # slot key -> Popen
         self.routers = {}       # device name -> {"ns":, "dir":}
@@ -85,28 +86,13 @@ class TorLab(object):
         return sh(["ip", "netns", "exec", self.ns(short)] + list(argv), **kw)
 
     def _add_ns(self, short):
-        name = self.ns(short)
-        sh(["ip", "netns", "add", name])
-        self.namespaces.append(name)
-        for cmd in (["sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0"],
-                    ["sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0"],
-                    ["sysctl", "-qw", "net.ipv6.conf.all.keep_addr_on_down=1"],
-                    ["sysctl", "-qw", "net.ipv6.conf.default.keep_addr_on_down=1"]):
-            self.nsexec(short, *cmd)
-        self.nsexec(short, "ip", "link", "set", "lo", "up")
-        return name
+        return self.namespaces.add(self.ns(short), NS.NO_DAD + NS.KEEP_ADDR_ON_DOWN)
 
     def _veth(self, ns_a, name_a, ns_b, name_b):
-        sh(["ip", "link", "add", name_a, "netns", self.ns(ns_a), "type", "veth",
-            "peer", "name", name_b, "netns", self.ns(ns_b)])
-        self.nsexec(ns_a, "ip", "link", "set", name_a, "up")
-        self.nsexec(ns_b, "ip", "link", "set", name_b, "up")
+        self.namespaces.veth(self.ns(ns_a), name_a, self.ns(ns_b), name_b)
 
     def _addr(self, short, dev, cidr):
-        argv = ["ip", "addr", "add", cidr, "dev", dev]
-        if ":" in cidr:
-            argv.append("nodad")
-        self.nsexec(short, *argv)
+        self.namespaces.address(self.ns(short), dev, cidr)
 
     # -- build ----------------------------------------------------------------------------------
     def setup(self):
@@ -349,10 +335,7 @@ class TorLab(object):
             if _alive(pid):
                 _kill_pid(pid, signal.SIGKILL)
         self.pids = []
-        for name in reversed(self.namespaces):
-            if name.startswith("mnt-"):
-                sh(["ip", "netns", "del", name], check=False)
-        self.namespaces = []
+        self.namespaces.remove()
         if self.dir.startswith("/tmp/mnt-") and os.path.isdir(self.dir):
             shutil.rmtree(self.dir, ignore_errors=True)
 
