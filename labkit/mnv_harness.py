@@ -34,11 +34,11 @@ from ansible_collections.netscale.multinic.plugins.module_utils.plan.topology im
 from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import netns as NS  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command  # noqa: E402
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.routing import start_bare_daemon  # noqa: E402
 
 VENV = os.path.join(REPO, ".venv")
 # what the vipinjector role installs (built by scripts/build-host-programs.py)
 HELPER_SRC = os.path.join(REPO, "roles", "vipinjector", "files", "vipinjector-helper")
-FRR = "/usr/lib/frr"
 
 
 def sh(cmd, check=True, **kw):
@@ -193,13 +193,8 @@ class Harness(object):
 
     def _frr_daemon(self, ns, run_dir, daemon, conf, extra=()):
         pidf = os.path.join(run_dir, "%s.pid" % daemon)
-        sh(["ip", "netns", "exec", ns, os.path.join(FRR, daemon), "-d", "-f", conf, "-i", pidf,
-            "--vty_socket", run_dir, "-z", os.path.join(run_dir, "zserv.api")] + list(extra))
-        for dummy in range(100):
-            if os.path.exists(pidf):
-                break
-            time.sleep(0.02)
-        self.pids.append(pidf)
+        self.pids.append(pidf)            # recorded first: close() stops it even if the start fails half-way
+        start_bare_daemon(ns, daemon, run_dir, conf, extra, error=RuntimeError)
         return pidf
 
     def start_bfd_responder(self, slot, options=None):
@@ -217,11 +212,7 @@ class Harness(object):
                 f.write(text)
             os.chown(path, frr.pw_uid, frr.pw_gid)
         ns = self.ns[slot]
-        self._frr_daemon(ns, run_dir, "zebra", os.path.join(run_dir, "zebra.conf"))
-        for dummy in range(100):
-            if os.path.exists(os.path.join(run_dir, "zserv.api")):
-                break
-            time.sleep(0.02)
+        self._frr_daemon(ns, run_dir, "zebra", os.path.join(run_dir, "zebra.conf"))   # waits for zserv.api
         self._frr_daemon(ns, run_dir, "bfdd", os.path.join(run_dir, "bfdd.conf"),
                          ["--bfdctl", os.path.join(run_dir, "bfdd.sock")])
         self.bfd_dirs = getattr(self, "bfd_dirs", {})
@@ -246,7 +237,6 @@ class Harness(object):
             f.write(bgpd_conf or self.frr_config())
         for p in (z, b):
             os.chown(p, frr.pw_uid, frr.pw_gid)
-        common = ["--vty_socket", self.frr_dir, "-z", os.path.join(self.frr_dir, "zserv.api")]
         daemons = [("zebra", z), ("bgpd", b)]
         if bfdd:
             # One file per daemon here (no integrated config, no vtysh -b): bfdd gets the text's "bfd"
@@ -260,20 +250,8 @@ class Harness(object):
             os.chown(bf, frr.pw_uid, frr.pw_gid)
             daemons.insert(1, ("bfdd", bf))
         for d, conf in daemons:
-            pidf = os.path.join(self.frr_dir, "%s.pid" % d)
-            sh(["ip", "netns", "exec", self.tor, os.path.join(FRR, d), "-d", "-f", conf, "-i", pidf] + common
-               + (["-p", "179"] if d == "bgpd" else [])
-               + (["--bfdctl", os.path.join(self.frr_dir, "bfdd.sock")] if d == "bfdd" else []))
-            for dummy in range(100):
-                if os.path.exists(pidf):
-                    break
-                time.sleep(0.02)
-            self.pids.append(pidf)
-            if d == "zebra":
-                for dummy in range(100):
-                    if os.path.exists(os.path.join(self.frr_dir, "zserv.api")):
-                        break
-                    time.sleep(0.02)
+            self._frr_daemon(self.tor, self.frr_dir, d, conf, (["-p", "179"] if d == "bgpd" else [])
+                             + (["--bfdctl", os.path.join(self.frr_dir, "bfdd.sock")] if d == "bfdd" else []))
 
         # wait until bgpd listens (ExaBGP connects out; a refused first attempt costs a retry)
         for dummy in range(250):

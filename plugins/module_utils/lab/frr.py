@@ -12,6 +12,7 @@ first spine also originates the storage prefixes (the storage node hangs off it)
 from __future__ import annotations
 
 import ipaddress
+import os
 
 from ansible_collections.netscale.multinic.plugins.module_utils import tor_policy
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import storage_spine_networks
@@ -75,6 +76,13 @@ DAEMON_ARGS = {
 def daemon_argv(daemon):
     """Command line of one FRR daemon with Debian's default paths (/etc/frr, /var/run/frr)."""
     return ["/usr/lib/frr/%s" % daemon, "-d", "-F", "traditional", "-A", "127.0.0.1"] + DAEMON_ARGS.get(daemon, [])
+
+
+def bare_daemon_argv(daemon, run_dir, conf="/dev/null", extra=()):
+    """Command line of one FRR daemon outside a lab box (a harness's ToR or BFD responder in a bare
+    namespace): its own run dir holds the pid file, the vty socket and zebra's zserv.api."""
+    return (["/usr/lib/frr/%s" % daemon, "-d", "-f", conf, "-i", os.path.join(run_dir, "%s.pid" % daemon),
+             "--vty_socket", run_dir, "-z", os.path.join(run_dir, "zserv.api")] + list(extra))
 
 
 def storage_addresses(lab_storage):

@@ -15,7 +15,7 @@ import threading
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import frr as frrmod
-from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError, run, start_time
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError, run, run_command, start_time
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name, read_pid
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
@@ -91,6 +91,25 @@ def start_daemon(lab, node, daemon):
         daemons[daemon] = pid
         state.set_node(node, daemons=daemons)
     return pid
+
+
+def start_bare_daemon(ns, daemon, run_dir, conf="/dev/null", extra=(), error=LabError, timeout=5.0):
+    """Start one FRR daemon in a bare namespace (the test harnesses' ToRs and BFD responders; the
+    engine's boxes use start_daemon). Waits for its pid file, and for zebra also its zserv.api (the
+    daemons started next connect to it). Returns (pid file, pid)."""
+    run_command(["ip", "netns", "exec", ns] + frrmod.bare_daemon_argv(daemon, run_dir, conf, extra), error=error)
+    pidfile = os.path.join(run_dir, "%s.pid" % daemon)
+    waits = [pidfile] + ([os.path.join(run_dir, "zserv.api")] if daemon == "zebra" else [])
+    deadline = time.monotonic() + timeout
+    for path in waits:
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                raise error("%s in %s: no %s after %.0f s (its log: %s)" % (daemon, ns, path, timeout, run_dir))
+            time.sleep(0.02)
+    pid = read_pid(pidfile, timeout=max(0.5, deadline - time.monotonic()))
+    if pid is None:
+        raise error("%s in %s: empty pid file %s" % (daemon, ns, pidfile))
+    return pidfile, pid
 
 
 def wait_bgp(lab):

@@ -26,13 +26,13 @@ from ansible_collections.netscale.multinic.plugins.module_utils import tor_polic
 from ansible_collections.netscale.multinic.plugins.module_utils.frr import apply as frr_apply
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import netns as NS
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.routing import start_bare_daemon
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 LAB_FABRIC = os.path.join(REPO, "inventories", "lab", "fabric.yml")
 EXABGP = os.path.join(REPO, ".venv", "bin", "exabgp")
-FRR_LIB = "/usr/lib/frr"
 
 CTL_HELPER = r'''
 import os, sys, time
@@ -183,16 +183,9 @@ class TorLab(object):
         r["dir"] = d
         r["target"] = frr_apply.FrrTarget(confdir=d, vty_socket=d, rundir=d)
         for daemon in ("zebra", "staticd", "bgpd"):
-            argv = ["ip", "netns", "exec", self.ns(r["ns"]), "%s/%s" % (FRR_LIB, daemon), "-d",
-                    "-f", "/dev/null", "-i", "%s/%s.pid" % (d, daemon), "--vty_socket", d,
-                    "-z", "%s/zserv.api" % d, "--log", "file:%s/%s.log" % (d, daemon)]
-            sh(argv)
-            deadline = time.time() + 5
-            pidfile = "%s/%s.pid" % (d, daemon)
-            while not os.path.exists(pidfile) and time.time() < deadline:
-                time.sleep(0.05)
-            with open(pidfile) as fh:
-                self.pids.append((int(fh.read().strip()), "%s %s" % (name, daemon)))
+            _pidfile, pid = start_bare_daemon(self.ns(r["ns"]), daemon, d, extra=["--log", "file:%s/%s.log" % (d, daemon)],
+                                              error=RuntimeError)
+            self.pids.append((pid, "%s %s" % (name, daemon)))
         deadline = time.time() + 10
         while time.time() < deadline:
             if self.vtysh(name, "show version").returncode == 0:

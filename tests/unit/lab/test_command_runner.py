@@ -1,4 +1,5 @@
-"""The lab's one command runner (module_utils/lab/proc.run_command) and the rule that the test and
+"""The lab's one command runner (module_utils/lab/proc.run_command), the bare FRR daemon line the
+harnesses share (lab/frr.bare_daemon_argv), and the rule that the test and
 bench harnesses configure it instead of keeping their own (issue 28 item 3)."""
 import ast
 import os
@@ -62,3 +63,11 @@ def test_harnesses_configure_the_one_runner():
     assert len(files) > 40, files                      # the walk really found the harnesses
     private = [r for f in sorted(files) for r in _private_runners(f)]
     assert private == [], "use module_utils/lab/proc.run_command (with the caller's error type): %s" % private
+
+
+def test_bare_frr_daemon_keeps_everything_in_its_run_dir():
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import frr
+    argv = frr.bare_daemon_argv("bgpd", "/tmp/r", "/tmp/r/bgpd.conf", ["-p", "179"])
+    assert argv == ["/usr/lib/frr/bgpd", "-d", "-f", "/tmp/r/bgpd.conf", "-i", "/tmp/r/bgpd.pid",
+                    "--vty_socket", "/tmp/r", "-z", "/tmp/r/zserv.api", "-p", "179"]
+    assert frr.bare_daemon_argv("zebra", "/x")[3] == "/dev/null"      # no config file: vtysh configures it
