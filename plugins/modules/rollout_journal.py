@@ -262,6 +262,17 @@ from ansible_collections.netscale.multinic.plugins.module_utils.rollout import w
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as jr
 
 
+def _private_dir(path):
+    """Make ``path`` and its missing parents 0700 (as the file module's state=directory, mode=0700 does)."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for folder in reversed(missing):
+        os.mkdir(folder)
+        os.chmod(folder, 0o700)
+
+
 def _report(directory, events, summary, check_mode):
     """Record ``events`` (``[(event, data, extra)]``) in the run's report; returns the module's ``report``."""
     out = {"events": []}
@@ -349,8 +360,7 @@ def main():
                 if p["run"] is not None:
                     # controller-side artifacts, also in check mode (the ToR role keeps its pre-change copies here)
                     for folder in (os.path.join(p["report_dir"], "snapshots"), backup):
-                        os.makedirs(folder, mode=0o700, exist_ok=True)
-                        os.chmod(folder, 0o700)
+                        _private_dir(folder)
                     run = dict(p["run"], rollout_id=rid, check_mode=module.check_mode, canary=p["canary"],
                                waves_spec=p["waves"], start_wave=p["start_wave"], gpu_hosts=len(p["present"] or []))
                     opened = dict(path=path, new=ev["new"], notes=notes, plan_hash=phash)
