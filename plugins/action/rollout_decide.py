@@ -120,13 +120,28 @@ class ActionModule(ActionBase):
     def _names(self, args, task_vars):
         out = decide.names(time.time(), args.get("rollout_id") or "", task_vars.get("awx_job_id"),
                            task_vars.get("awx_workflow_job_id"))
+        out["topology"] = args.get("topology") or self._topology(task_vars)
         root = os.path.realpath(args["report_root"])
         out.update(report_dir=os.path.join(root, out["run_id"]),
                    journal_root=os.path.realpath(args.get("journal_dir") or os.path.join(args["report_root"], "journal")))
         out["ansible_facts"] = dict(rollout_run_id=out["run_id"], rollout_started=out["started"],
                                     rollout_journal_id=out["journal_id"], rollout_journal_job=out["job"],
-                                    rollout_report_dir=out["report_dir"], rollout_journal_root=out["journal_root"])
+                                    rollout_report_dir=out["report_dir"], rollout_journal_root=out["journal_root"],
+                                    rollout_topology=out["topology"])
         return out
+
+    def _topology(self, task_vars):
+        """The topology file the inventory came from (under AWX a synced copy; an AWX slice may hold no GPU host):
+        ``multinic_topology_file`` of the first host of the first fabric group that has one (never a pass over
+        every host's variables), else the first inventory source."""
+        groups = task_vars.get("groups") or {}
+        for group in ("gpu_hosts", "tors", "spines", "all"):
+            hosts = groups.get(group) or []
+            if hosts:
+                found = self._fact(task_vars, hosts[0], "multinic_topology_file", _MISSING)
+                if found is not _MISSING:
+                    return found
+        return (task_vars.get("ansible_inventory_sources") or [""])[0]
 
     def _budget(self, args, _task_vars):
         kind, value = decide.parse_budget(args["max_unreachable"])

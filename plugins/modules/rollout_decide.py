@@ -59,7 +59,10 @@ options:
     description: V(names) - journal root (C(rollout_journal_dir)); empty - C(<report_root>/journal).
     type: path
   topology:
-    description: V(inventory) - the fabric topology file, read only when this job's inventory holds no GPU host.
+    description: >-
+      V(inventory) - the fabric topology file, read only when this job's inventory holds no GPU host. V(names) - the
+      topology file given (C(rollout_topology)); empty - C(multinic_topology_file) of the first host of the first of
+      the groups gpu_hosts, tors, spines, all that has one, else the first inventory source.
     type: path
   max_unreachable:
     description: The unreachable budget per wave (C(rollout_max_unreachable)) - a host count or a percentage.
@@ -148,7 +151,7 @@ options:
     elements: str
     default: []
   started:
-    description: V(wave_end) - when the wave started (seconds since the epoch).
+    description: V(wave_end) - when the wave started (seconds since the epoch); default the O(start) result's.
     type: float
   start:
     description: V(wave_end) - the V(account) result at the wave's start (hosts marked lost then, start time).
@@ -287,7 +290,7 @@ restore:
 ansible_facts:
   description: >-
     V(names) - C(rollout_run_id), C(rollout_started), C(rollout_journal_id), C(rollout_journal_job),
-    C(rollout_report_dir), C(rollout_journal_root); V(inventory) - C(rollout_fabric), C(rollout_rack_tors),
+    C(rollout_report_dir), C(rollout_journal_root), C(rollout_topology); V(inventory) - C(rollout_fabric), C(rollout_rack_tors),
     C(rollout_max_unreachable).
   returned: decision=names or decision=inventory
   type: dict
@@ -321,7 +324,7 @@ failed_tors:
   type: list
   elements: str
 down:
-  description: V(frr) - C(<device>: <what its FRR answered>) for each device whose FRR did not answer.
+  description: "V(frr) - C(<device>: <what its FRR answered>) for each device whose FRR did not answer."
   returned: decision=frr
   type: list
   elements: str

@@ -7,11 +7,12 @@ every event, so a run that dies half-way still leaves a readable report."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-import time
-
 import re
+import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.report import svg
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
@@ -102,11 +103,12 @@ def summarize_event(report, event, data, directory):
     return {}
 
 
-def record(directory, event, data, snapshot=None, share_tolerance=None, check_mode=False):
+def record(directory, event, data, snapshot=None, share_tolerance=None, check_mode=False, order=None):
     """Merge one event into ``<directory>/report.json`` and re-render the report (what
-    ``netscale.multinic.rollout_report`` and ``rollout_journal``'s ``report`` do). A ``snapshot`` event stores
-    ``snapshot`` (a ``rollout_snapshot`` result, redacted, 0600) under ``snapshots/<wave>/<node>.json``.
-    Returns ``{event, status, paths, summary}``."""
+    ``netscale.multinic.rollout_report``, ``rollout_journal``'s ``report`` and ``rollout_snapshot``'s ``report`` do).
+    A ``snapshot`` event stores ``snapshot`` (a ``rollout_snapshot`` result, redacted, 0600) under
+    ``snapshots/<wave>/<node>.json``; with ``order`` (node names) the wave's snapshots of one kind are listed in
+    that order, whichever was written first. Returns ``{event, status, paths, summary}``."""
     data = dict(data or {})
     report = load(directory)
     if event == "snapshot":
@@ -127,9 +129,36 @@ def record(directory, event, data, snapshot=None, share_tolerance=None, check_mo
     if event == "start":
         data.setdefault("check_mode", check_mode)
     apply_event(report, event, data)
+    if event == "snapshot" and order:
+        _place(report["snapshots"], list(order))
     paths = write(directory, report, share_tolerance)
     return {"event": event, "status": report["run"].get("status"), "paths": paths,
             "summary": summarize_event(report, event, data, directory)}
+
+
+def _place(snapshots, order):
+    """Move the last snapshot before the first one of its wave and kind that comes later in ``order``."""
+    rank = dict((n, i) for i, n in enumerate(order))
+    new = snapshots[-1]
+    if new.get("node") not in rank:
+        return
+    for i, s in enumerate(snapshots[:-1]):
+        if (s.get("wave"), s.get("kind")) == (new.get("wave"), new.get("kind")) and \
+                rank.get(s.get("node"), -1) > rank[new["node"]]:
+            snapshots.insert(i, snapshots.pop())
+            return
+
+
+@contextlib.contextmanager
+def locked(directory):
+    """The report directory locked against the other writers of this run (parallel snapshot tasks)."""
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def plan_line(plan_result):

@@ -164,3 +164,15 @@ def test_record_writes_the_report_and_a_failed_snapshot(tmp_path):
     assert rep["snapshots"][0]["captured"] is False and rep["snapshots"][0]["error"] == "gone"
     assert snap["summary"]["path"] == "snapshots/canary/h1.json"
     assert os.stat(os.path.join(d, "snapshots", "canary", "h1.json")).st_mode & 0o777 == 0o600
+
+
+def test_parallel_snapshots_listed_in_the_plays_host_order(tmp_path):
+    d = str(tmp_path / "r")
+    order = ["h3", "h1", "h2"]
+    for node, kind in (("h2", "host"), ("t1", "frr"), ("h3", "host"), ("h1", "host")):
+        with model.locked(d):
+            model.record(d, "snapshot", {"node": node, "wave": "w", "kind": kind}, snapshot={"node": node}, order=order)
+    model.record(d, "snapshot", {"node": "h1", "wave": "w2", "kind": "host"}, snapshot={}, order=order)
+    rep = json.load(open(os.path.join(d, "report.json")))
+    assert [(s["wave"], s["node"]) for s in rep["snapshots"]] == [("w", "h3"), ("w", "h1"), ("w", "h2"), ("w", "t1"),
+                                                                  ("w2", "h1")]

@@ -66,8 +66,9 @@ def test_journal_then_report_in_one_call(tmp_path, capsys):
                   present=["r1-h1", "r1-h2", "r2-h1"])
     bad = run(capsys, op="record", record="event", data={"kind": "x"}, report=[{"event": "finish"}], **common)
     assert bad["failed"] and "report_dir" in bad["msg"]
-    res = run(capsys, op="open", report_dir=r, run={"id": "run1", "started": 1.0, "fabric": "f", "inventory": "t",
-                                                      "plan": {"changed": False}, "renumber_consent": False}, **common)
+    started = {"id": "run1", "started": 1.0, "fabric": "f", "inventory": "t", "plan": {"changed": False},
+               "renumber_consent": False}
+    res = run(capsys, op="open", report_dir=r, run=started, **common)
     facts = res["ansible_facts"]
     assert facts["rollout_plan"] == res["plan"] and facts["rollout_journal_path"] == res["path"]
     assert facts["rollout_tor_backup_dir"] == os.path.join(d, "rid", "tor_backup")
