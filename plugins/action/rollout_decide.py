@@ -101,6 +101,8 @@ class ActionModule(ActionBase):
         out.update(hosts=[dict(name=h, rack=gpu[h].get("rack")) for h in names if isinstance(gpu[h], dict)],
                    rack_tors=rack_tors, fabric=fabric,
                    gpu_hosts=names)
+        out["ansible_facts"] = dict(rollout_fabric=fabric, rollout_rack_tors=rack_tors,
+                                    rollout_max_unreachable=args["max_unreachable"])
         if out["problems"]:
             out.update(failed=True, msg="inventory %s: %s. Need group gpu_hosts with multinic_host on every host (the "
                        "netscale.multinic.fabric inventory plugin sets it), every ToR in group tors and at least one "
@@ -111,47 +113,118 @@ class ActionModule(ActionBase):
                 "ToR; nothing was changed. Fix: add tor_bgp_md5_keys['<host>'] for each of them in the inventory's "
                 "vault (the lab: scripts/setup.sh writes the vault password, inventories/lab/group_vars/all), or set "
                 "tor_bgp_options.md5 to 'optional'." % ", ".join(out["md5_missing"])))
+        else:
+            decide.parse_budget(args["max_unreachable"])   # the wave budget, checked with the inventory
         return out
 
     def _names(self, args, task_vars):
         out = decide.names(time.time(), args.get("rollout_id") or "", task_vars.get("awx_job_id"),
                            task_vars.get("awx_workflow_job_id"))
+        out["topology"] = args.get("topology") or self._topology(task_vars)
         root = os.path.realpath(args["report_root"])
         out.update(report_dir=os.path.join(root, out["run_id"]),
                    journal_root=os.path.realpath(args.get("journal_dir") or os.path.join(args["report_root"], "journal")))
+        out["ansible_facts"] = dict(rollout_run_id=out["run_id"], rollout_started=out["started"],
+                                    rollout_journal_id=out["journal_id"], rollout_journal_job=out["job"],
+                                    rollout_report_dir=out["report_dir"], rollout_journal_root=out["journal_root"],
+                                    rollout_topology=out["topology"])
         return out
+
+    def _topology(self, task_vars):
+        """The topology file the inventory came from (under AWX a synced copy; an AWX slice may hold no GPU host):
+        ``multinic_topology_file`` of the first host of the first fabric group that has one (never a pass over
+        every host's variables), else the first inventory source."""
+        groups = task_vars.get("groups") or {}
+        for group in ("gpu_hosts", "tors", "spines", "all"):
+            hosts = groups.get(group) or []
+            if hosts:
+                found = self._fact(task_vars, hosts[0], "multinic_topology_file", _MISSING)
+                if found is not _MISSING:
+                    return found
+        return (task_vars.get("ansible_inventory_sources") or [""])[0]
 
     def _budget(self, args, _task_vars):
         kind, value = decide.parse_budget(args["max_unreachable"])
         return {"kind": kind, "value": str(value), "budget": value if kind == "count" else None}
 
+    _PER_HOST = ("lost", "error", "failed", "gates", "gates_results", "warnings", "restored", "reach", "state_after")
+
     def _host_facts(self, args, task_vars, hosts):
-        names = args["facts"]
-        return dict((h, dict((k, self._fact(task_vars, h, v)) for k, v in names.items())) for h in hosts)
+        names = dict(ARGUMENT_SPEC["facts"]["default"], **args["facts"])
+        return dict((h, dict((k, self._fact(task_vars, h, names[k])) for k in self._PER_HOST)) for h in hosts)
 
     def _account(self, args, task_vars):
         facts = self._host_facts(args, task_vars, args["hosts"])
-        marked = [h for h in args["hosts"] if self._truthy(facts[h]["lost"])]
+        step = args["step"]
+        # marked lost: by a fact of the host, or by its reachability check (its registered ping, read by name)
+        marks = {} if step == "gates" else decide.reach_marks(
+            args["hosts"], dict((h, f["reach"]) for h, f in facts.items()), args["known"], step)
+        marked = [h for h in args["hosts"] if self._truthy(facts[h]["lost"]) or h in marks]
+        errors = dict((h, marks.get(h) or facts[h]["error"] or "") for h in args["hosts"])
         acct = decide.account(args["hosts"], args["batch"], marked, args["known"], args["max_unreachable"],
-                              args["step"], errors=dict((h, facts[h]["error"] or "") for h in args["hosts"]))
-        acct["journal"] = decide.records(args["step"], args["wave"], args["hosts"], args["batch"], acct,
+                              step, errors=errors)
+        acct["journal"] = decide.records(step, args["wave"], args["hosts"], args["batch"], acct,
                                          deploy_ran=args["deploy_ran"])
+        acct.update(marks=marks, hosts=list(args["hosts"]))
+        if step == "start":
+            acct["started"] = time.time()
+            acct["events"] = [{"event": "wave", "data": {
+                "name": args["wave"], "hosts": list(args["hosts"]), "status": "running", "unreachable": acct["lost"],
+                "max_unreachable": acct["budget"], "started": acct["started"]}}]
         return acct
 
     def _verdict(self, args, task_vars):
+        out = {}
+        over_budget = args["over_budget"]
+        if args["hosts"]:   # the wave's hosts: those Ansible dropped during the gates count as lost first
+            out = self._account(dict(args, step="gates"), task_vars)
+            over_budget = out["over_budget"]
         facts = self._host_facts(args, task_vars, args["batch"])
-        return decide.verdict(args["batch"], dict((h, f["gates"]) for h, f in facts.items()),
-                              [h for h, f in facts.items() if self._truthy(f["failed"])], over_budget=args["over_budget"],
-                              check_mode=bool(self._task.check_mode), over_budget_before=args["over_budget_before"])
+        out.update(decide.verdict(args["batch"], dict((h, f["gates"]) for h, f in facts.items()),
+                                  [h for h, f in facts.items() if self._truthy(f["failed"])], over_budget=over_budget,
+                                  check_mode=bool(self._task.check_mode), over_budget_before=args["over_budget_before"]))
+        # what a failed wave writes before its rollback, and snapshots: its hosts' record, their ToRs
+        out["failed_journal"] = [decide.failed_record(args["wave"], args["batch"],
+                                                      dict((h, f["error"]) for h, f in facts.items()))]
+        host_var = dict(ARGUMENT_SPEC["facts"]["default"], **args["facts"])["host"]
+        tors = [(self._fact(task_vars, h, host_var) or {}).get("tor") for h in out["failed_hosts"]]
+        out["failed_tors"] = [t for t in dict.fromkeys(tors) if t is not None]
+        return out
 
     def _wave_end(self, args, task_vars):
         wave_hosts = args["hosts"]
         facts = self._host_facts(args, task_vars, wave_hosts)
-        per_host = dict((h, {"error": f.get("error"), "warnings": f.get("warnings"), "gates": f.get("gates_results"),
-                             "restored": f.get("restored")}) for h, f in facts.items())
-        return decide.wave_end(args["wave"], wave_hosts, args["batch"], args["deploy"], args["gates"],
-                               args["wave_verdict"], args["failed_hosts"], per_host, args["restored_tors"],
-                               started=args["started"], ended=round(time.time(), 9))
+        errors = decide.host_errors(wave_hosts, dict((h, f.get("error")) for h, f in facts.items()),
+                                    args["start"].get("marks"), args["deploy"].get("marks"))
+        per_host = dict((h, {"error": errors[h], "warnings": f.get("warnings"), "gates": f.get("gates_results"),
+                             "restored": self._restored(f)}) for h, f in facts.items())
+        started = args["started"] if args["started"] is not None else args["start"].get("started")
+        out = decide.wave_end(args["wave"], wave_hosts, args["batch"], args["deploy"], args["gates"],
+                              args["wave_verdict"], args["failed_hosts"], per_host, args["restored_tors"],
+                              started=started, ended=round(time.time(), 9))
+        wave_event = {"event": "wave", "data": out["report"]}
+        if args["share_tolerance"] is not None:
+            wave_event["share_tolerance"] = args["share_tolerance"]
+        out["events"] = [wave_event]
+        if args["wave_verdict"] == "fail":
+            run = args["run"]
+            finish, out["stop"] = decide.stop(args["wave"], args["failed_hosts"], args["gates"], run.get("journal"),
+                                              run.get("report_dir"), run.get("rollout_id"))
+            out["events"].append({"event": "finish", "data": finish})
+        return out
+
+    @staticmethod
+    def _restored(f):
+        """The state after a rollback equals the one before: the registered compare (skipped - not compared)."""
+        after = f.get("state_after")
+        if isinstance(after, dict) and not after.get("skipped"):
+            return after.get("restored_exactly", "not compared: a state dump failed")
+        return f.get("restored")
+
+    def _frr(self, args, task_vars):
+        name = dict(ARGUMENT_SPEC["facts"]["default"], **args["facts"])["frr"]
+        return {"down": decide.frr_problems(args["hosts"], dict(
+            (h, self._fact(task_vars, h, name)) for h in args["hosts"]))}
 
     def _approve(self, args, _task_vars):
         return {"verdict": decide.approve(args["wave_verdict"], args["approved"], args["user_input"])}

@@ -14,8 +14,9 @@ description:
   - Prints one line per rollout event next to the normal output - run start with the wave plan, each wave's
     start and end (status, hosts, seconds), every health gate's verdict with its key numbers and the offending
     host/NIC/prefix, snapshots and rollbacks, and where the report is.
-  - It reads the results of M(netscale.multinic.health_gate) and M(netscale.multinic.rollout_report) tasks; other
-    tasks are ignored.
+  - It reads the results of M(netscale.multinic.health_gate) and M(netscale.multinic.rollout_report) tasks, and the
+    report events of M(netscale.multinic.rollout_journal) tasks (its O(netscale.multinic.rollout_journal#module:report));
+    other tasks are ignored.
   - Enable it with C(callbacks_enabled = netscale.multinic.rollout_progress) in ansible.cfg or
     C(ANSIBLE_CALLBACKS_ENABLED=netscale.multinic.rollout_progress).
   - Wave groups in one step - when a M(netscale.multinic.rollout_journal) C(op=open) returns the wave plan, it adds
@@ -108,6 +109,9 @@ class CallbackModule(CallbackBase):
                 if filled:
                     self._say("groups %s filled in one step (%s)" % (", ".join(filled), ", ".join(
                         "%d in %s" % (len(names), group) for group, names in members if group in filled)))
+            # report events the journal task recorded after its records
+            for ev in (res.get("report") or {}).get("events") or []:
+                self._report(ev)
         if action in _GATE_ACTIONS and "verdict" in res:
             self._gate(result, res)
         elif action in _REPORT_ACTIONS and not failed and "event" in res:

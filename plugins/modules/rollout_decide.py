@@ -17,22 +17,29 @@ description:
   - V(names) - this run's id (UTC time, C(-job<awx_job_id>) under AWX), the rollout's journal id (O(rollout_id)
     resumes it; AWX workflow jobs share C(awx-wf-<awx_workflow_job_id>); else the run id), this job's key, the
     report directory C(<report_root>/<run id>) and the journal root (O(journal_dir), default C(<report_root>/journal)).
-    C(awx_job_id) and C(awx_workflow_job_id) are read from the job's variables (AWX sets them).
+    C(awx_job_id) and C(awx_workflow_job_id) are read from the job's variables (AWX sets them). Sets them as facts
+    (RV(ansible_facts)) for the later plays.
   - V(inventory) - the preflight's inventory sanity and TCP-MD5 key checks in one pass over the inventory data
     (no Jinja loop over hostvars). Whether TCP-MD5 is required is read from the first ToR's C(tor_bgp_options),
     as the C(tor_bgp) role renders every ToR (run_once); each host's and ToR's own C(tor_bgp_md5_keys) must hold
     the host's key. Fails naming the problems, before anything is changed. A job whose inventory
     holds no GPU host while the topology has some (an AWX fleet slice given only infrastructure) is not an error
-    - it returns C(slice_empty=true) and the job has nothing to deploy.
+    - it returns C(slice_empty=true) and the job has nothing to deploy. Also checks O(max_unreachable) as V(budget)
+    does, and sets the fabric, the ToR of each rack and the budget as facts.
   - V(budget) - parses O(max_unreachable) (a host count, or a percentage of the wave from 0% to 100%); fails
     with the fix on anything else.
   - V(account) - lost-host accounting of a wave at a O(step) (V(start), V(deploy), V(gates)) - the hosts
-    counted unreachable (marked lost by a reachability check, or dropped by Ansible), whether the wave is over
-    its budget, and the journal records of this step.
+    counted unreachable (marked lost - their registered reachability check failed or found them unreachable, or
+    a C(lost) fact - or dropped by Ansible), whether the wave is over its budget, and the journal records of this
+    step; at V(start) also the report's wave start event (RV(events)).
   - V(verdict) - the wave verdict of the hosts in O(batch) from their gate verdicts, deploy errors and the
-    budget; V(approve) settles an inconclusive verdict; V(restore_tors) - the ToRs a failed wave restores;
-    V(wave_end) - the wave's report event (O(netscale.multinic.rollout_report#module:data)) and journal records
-    (passed hosts, every gate verdict with its values, the wave).
+    budget; with O(hosts) (the wave's) it first counts the hosts Ansible dropped during the gates (as V(account)
+    V(step=gates)). Also returns what a failed wave records before its rollback (RV(failed_journal)) and the
+    ToRs of the failed hosts (RV(failed_tors)). V(approve) settles an inconclusive verdict; V(restore_tors) - the
+    ToRs a failed wave restores; V(wave_end) - the wave's report event (O(netscale.multinic.rollout_report#module:data))
+    and journal records (passed hosts, every gate verdict with its values, the wave); for a failed wave also the
+    report's finish and the message the run stops with.
+  - V(frr) - the devices of O(hosts) whose FRR did not answer (their registered C(vtysh) result, read by name).
   - Per-host facts (marked lost, error, deploy failed, gate verdict) are read by name from each host's
     variables (O(facts)), so they never need a Jinja loop to be collected.
 options:
@@ -40,7 +47,7 @@ options:
     description: What to decide.
     type: str
     required: true
-    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end]
+    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end, frr]
   rollout_id:
     description: V(names) - the rollout to resume (empty - a new one).
     type: str
@@ -52,7 +59,10 @@ options:
     description: V(names) - journal root (C(rollout_journal_dir)); empty - C(<report_root>/journal).
     type: path
   topology:
-    description: V(inventory) - the fabric topology file, read only when this job's inventory holds no GPU host.
+    description: >-
+      V(inventory) - the fabric topology file, read only when this job's inventory holds no GPU host. V(names) - the
+      topology file given (C(rollout_topology)); empty - C(multinic_topology_file) of the first host of the first of
+      the groups gpu_hosts, tors, spines, all that has one, else the first inventory source.
     type: path
   max_unreachable:
     description: The unreachable budget per wave (C(rollout_max_unreachable)) - a host count or a percentage.
@@ -62,7 +72,7 @@ options:
     description: Name of the wave (V(account), V(restore_tors)).
     type: str
   hosts:
-    description: Hosts of the wave, in wave order (V(account)).
+    description: Hosts of the wave, in wave order (V(account), V(verdict), V(wave_end)); V(frr) - the devices.
     type: list
     elements: str
     default: []
@@ -141,14 +151,30 @@ options:
     elements: str
     default: []
   started:
-    description: V(wave_end) - when the wave started (seconds since the epoch).
+    description: V(wave_end) - when the wave started (seconds since the epoch); default the O(start) result's.
     type: float
+  start:
+    description: V(wave_end) - the V(account) result at the wave's start (hosts marked lost then, start time).
+    type: dict
+    default: {}
+  share_tolerance:
+    description: V(wave_end) - the tolerance band of the report's plot (C(health_gates_share_tolerance)).
+    type: float
+  run:
+    description: V(wave_end) - C(journal) (this job's journal file), C(report_dir), C(rollout_id), named in a failed
+      wave's messages.
+    type: dict
+    default: {}
   facts:
-    description: Names of the per-host facts read for V(account), V(verdict) and V(wave_end).
+    description: >-
+      Names of the per-host facts and registered results read for V(account), V(verdict), V(wave_end) and V(frr)
+      (C(reach) - the reachability check, C(state_after) - the state compare after a rollback, C(host) - the
+      host's C(multinic_host), C(frr) - the device's C(vtysh) answer). Keys left out keep their default.
     type: dict
     default: {lost: __rollout_lost, error: __rollout_host_error, failed: __rollout_host_failed,
               gates: health_gates_verdict, gates_results: health_gates_results, warnings: vipinjector_warnings,
-              restored: __rollout_restored_exactly}
+              restored: __rollout_restored_exactly, reach: __rollout_reach, state_after: __rollout_state_after,
+              host: multinic_host, frr: __rollout_frr_reach}
 attributes:
   check_mode:
     support: full
@@ -202,10 +228,6 @@ journal_root:
   description: V(names) - the journal root.
   returned: decision=names
   type: str
-started:
-  description: V(names) - when this run started (seconds since the epoch).
-  returned: decision=names
-  type: float
 problems:
   description: V(inventory) - what is wrong with the inventory (the task fails when any).
   returned: decision=inventory
@@ -231,7 +253,7 @@ fabric:
   type: str
 budget:
   description: V(budget), V(account) - hosts of the wave that may be unreachable.
-  returned: decision=budget or decision=account
+  returned: decision=budget or decision=account or decision=verdict
   type: int
 lost:
   description: V(account) - every host of the wave counted unreachable (marked lost or dropped by Ansible).
@@ -265,12 +287,53 @@ restore:
   returned: decision=restore_tors
   type: list
   elements: str
+ansible_facts:
+  description: >-
+    V(names) - C(rollout_run_id), C(rollout_started), C(rollout_journal_id), C(rollout_journal_job),
+    C(rollout_report_dir), C(rollout_journal_root), C(rollout_topology); V(inventory) - C(rollout_fabric), C(rollout_rack_tors),
+    C(rollout_max_unreachable).
+  returned: decision=names or decision=inventory
+  type: dict
+marks:
+  description: V(account) - hosts marked lost by their reachability check at this step, with why.
+  returned: decision=account
+  type: dict
+started:
+  description: V(names) - when this run started; V(account) at V(start) - when the wave started (seconds since the epoch).
+  returned: decision=names or decision=account
+  type: float
+events:
+  description: >-
+    V(account) at V(start) - the report's wave start; V(wave_end) - the wave's report event, and a failed wave's
+    finish (M(netscale.multinic.rollout_journal)'s O(netscale.multinic.rollout_journal#module:report)).
+  returned: decision=account or decision=wave_end
+  type: list
+  elements: dict
+stop:
+  description: V(wave_end) of a failed wave - the message the run stops with.
+  returned: decision=wave_end and the wave failed
+  type: str
+failed_journal:
+  description: V(verdict) - the journal records of the wave's hosts if it fails (with their errors).
+  returned: decision=verdict
+  type: list
+  elements: dict
+failed_tors:
+  description: V(verdict) - the ToRs of the failed hosts, once each.
+  returned: decision=verdict
+  type: list
+  elements: str
+down:
+  description: "V(frr) - C(<device>: <what its FRR answered>) for each device whose FRR did not answer."
+  returned: decision=frr
+  type: list
+  elements: str
 """
 
 ARGUMENT_SPEC = dict(
     decision=dict(type="str", required=True,
                   choices=["names", "inventory", "budget", "account", "verdict", "approve", "restore_tors",
-                           "wave_end"]),
+                           "wave_end", "frr"]),
     rollout_id=dict(type="str", default=""),
     report_root=dict(type="path"),
     journal_dir=dict(type="path"),
@@ -296,10 +359,15 @@ ARGUMENT_SPEC = dict(
     failed_hosts=dict(type="list", elements="str", default=[]),
     restored_tors=dict(type="list", elements="str", default=[]),
     started=dict(type="float"),
+    start=dict(type="dict", default={}),
+    share_tolerance=dict(type="float"),
+    run=dict(type="dict", default={}),
     facts=dict(type="dict", default={"lost": "__rollout_lost", "error": "__rollout_host_error",
                                      "failed": "__rollout_host_failed", "gates": "health_gates_verdict",
                                      "gates_results": "health_gates_results", "warnings": "vipinjector_warnings",
-                                     "restored": "__rollout_restored_exactly"}),
+                                     "restored": "__rollout_restored_exactly", "reach": "__rollout_reach",
+                                     "state_after": "__rollout_state_after", "host": "multinic_host",
+                                     "frr": "__rollout_frr_reach"}),
 )
 
 

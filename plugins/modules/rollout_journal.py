@@ -115,6 +115,29 @@ options:
     type: list
     elements: dict
     default: []
+  report_dir:
+    description: >-
+      The run's report directory (M(netscale.multinic.rollout_report)'s O(netscale.multinic.rollout_report#module:dir)).
+      With it, O(report) events are recorded in the report after the journal's records, so the journal is never
+      behind the report; the report is written in check mode too (a controller-side artifact).
+    type: path
+  report:
+    description: >-
+      V(record) - report events recorded after the journal's records, in order - each C(event) (V(start),
+      V(preflight), V(tor), V(wave), V(snapshot), V(finish)), C(data), optionally C(share_tolerance) and
+      C(journal_summary) (V(true) - the journal's summary after this operation goes into the event's data as
+      C(journal_summary)). Needs O(report_dir).
+    type: list
+    elements: dict
+    default: []
+  run:
+    description: >-
+      V(open) of a rollout with O(report_dir) - the run (C(id), C(started), C(fabric), C(inventory), C(plan) - the
+      M(netscale.multinic.fabric_plan) result, C(renumber_consent)): the report's V(start) and V(preflight) events
+      (and with O(scope) a V(tor) event per ToR out of scope) are recorded from it and from the plan this returns.
+      Also makes the report's C(snapshots/) and the rollout's ToR backup directory C(<dir>/<rollout_id>/tor_backup)
+      (0700, in check mode too).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -142,6 +165,32 @@ EXAMPLES = r"""
   delegate_to: localhost
   run_once: true
   register: journal
+
+- name: Open a rollout's journal, start its report (facts rollout_plan, rollout_journal_path, rollout_tor_backup_dir)
+  netscale.multinic.rollout_journal:
+    op: open
+    dir: "{{ rollout_journal_root }}"
+    rollout_id: "{{ rollout_journal_id }}"
+    job: "{{ rollout_journal_job }}"
+    hosts: "{{ inventory_check.hosts }}"
+    rack_tors: "{{ inventory_check.rack_tors }}"
+    present: "{{ inventory_check.gpu_hosts }}"
+    report_dir: "{{ rollout_report_dir }}"
+    run: {id: "{{ rollout_run_id }}", started: "{{ rollout_started }}", fabric: lab, inventory: fabric.yml}
+
+- name: A ToR configured, journaled then reported
+  netscale.multinic.rollout_journal:
+    op: record
+    dir: "{{ rollout_journal_root }}"
+    rollout_id: "{{ rollout_journal_id }}"
+    job: "{{ rollout_journal_job }}"
+    record: tor
+    data: {name: lab-r1-tor, state: configured}
+    report_dir: "{{ rollout_report_dir }}"
+    report:
+      - event: tor
+        data: {name: lab-r1-tor, rack: lab-r1, changed: true}
+  delegate_to: localhost
 
 - name: Hosts of the wave are deploying
   netscale.multinic.rollout_journal:
@@ -185,14 +234,57 @@ new:
   description: Whether V(open) created the journal.
   returned: op=open
   type: bool
+plan_hash:
+  description: V(open) - the plan hash now (none in check mode before the plan is written).
+  returned: op=open, action=rollout
+  type: str
+ansible_facts:
+  description: >-
+    V(open) of a rollout - C(rollout_plan) (the plan), C(rollout_journal_path) (this job's journal file) and
+    C(rollout_tor_backup_dir) (C(<dir>/<rollout_id>/tor_backup)), what the later plays of C(playbooks/rollout.yml) read.
+  returned: op=open, action=rollout
+  type: dict
+report:
+  description: >-
+    With O(report) or O(run) - the report after its events (C(status), C(paths)) and each event's C(event) and
+    C(summary) (the M(netscale.multinic.rollout_report) result's; the rollout_progress callback prints them).
+  returned: when report events were recorded
+  type: dict
 """
 
+import copy
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.netscale.multinic.plugins.module_utils.report import model
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import waves
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as jr
+
+
+def _private_dir(path):
+    """Make ``path`` and its missing parents 0700 (as the file module's state=directory, mode=0700 does)."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for folder in reversed(missing):
+        os.mkdir(folder)
+        os.chmod(folder, 0o700)
+
+
+def _report(directory, events, summary, check_mode):
+    """Record ``events`` (``[(event, data, extra)]``) in the run's report; returns the module's ``report``."""
+    out = {"events": []}
+    for event, data, extra in events:
+        data = dict(data or {})
+        if extra.get("journal_summary"):
+            data["journal_summary"] = summary
+        res = model.record(directory, event, data, snapshot=extra.get("snapshot"),
+                           share_tolerance=extra.get("share_tolerance"), check_mode=check_mode)
+        out["events"].append({"event": event, "summary": res["summary"]})
+        out.update(status=res["status"], paths=res["paths"])
+    return out
 
 
 def main():
@@ -218,11 +310,17 @@ def main():
             record=dict(type="str", choices=["host", "tor", "wave", "gate", "event"]),
             data=dict(type="dict", default={}),
             items=dict(type="list", elements="dict", default=[]),
+            report_dir=dict(type="path"),
+            report=dict(type="list", elements="dict", default=[]),
+            run=dict(type="dict"),
         ),
         required_if=[("op", "open", ["job"]), ("op", "record", ["job"])],
         supports_check_mode=True,
     )
     p = module.params
+    if (p["report"] or p["run"]) and not p["report_dir"]:
+        module.fail_json(msg="report and run need report_dir (the run's report directory)")
+    events = []
     try:
         rid = jr.check_id(p["rollout_id"])
         docs = jr.read(p["dir"], rid)
@@ -247,6 +345,7 @@ def main():
                     if not module.check_mode:
                         raise
                     phash = None   # check mode did not write the plan
+                scope = copy.deepcopy(p["scope"])
                 plan, ev, notes = jr.open_plan(
                     rec, phash, hosts=p["hosts"], canary=p["canary"], waves_spec=p["waves"],
                     start_wave=p["start_wave"] or None, end_wave=p["end_wave"] or None,
@@ -255,7 +354,17 @@ def main():
                 ev["meta"] = p["meta"]
                 ev["action"] = "rollout"
                 jr.append(doc, "open", ev)
-                result.update(plan=plan, notes=notes, new=ev["new"], plan_hash=phash)
+                backup = os.path.join(os.path.dirname(path), "tor_backup")
+                result.update(plan=plan, notes=notes, new=ev["new"], plan_hash=phash, ansible_facts=dict(
+                    rollout_plan=plan, rollout_journal_path=path, rollout_tor_backup_dir=backup))
+                if p["run"] is not None:
+                    # controller-side artifacts, also in check mode (the ToR role keeps its pre-change copies here)
+                    for folder in (os.path.join(p["report_dir"], "snapshots"), backup):
+                        _private_dir(folder)
+                    run = dict(p["run"], rollout_id=rid, check_mode=module.check_mode, canary=p["canary"],
+                               waves_spec=p["waves"], start_wave=p["start_wave"], gpu_hosts=len(p["present"] or []))
+                    opened = dict(path=path, new=ev["new"], notes=notes, plan_hash=phash)
+                    events = [(e, d, {}) for e, d in model.start_events(run, plan, opened, p["rack_tors"], scope)]
         else:
             items = []
             for item in list(p["items"]) or [p["data"]]:
@@ -278,8 +387,13 @@ def main():
             jr.save(path, doc)
         rec = jr.replay(jr.merge(others + [doc]))
         result.update(record=rec, summary=jr.summary(rec), dir=os.path.dirname(path))
+        if p["op"] == "record":
+            events = [(r.get("event"), r.get("data"), r) for r in p["report"]]
+        if events:
+            # after the journal: a report never records what the journal does not
+            result["report"] = _report(p["report_dir"], events, result["summary"], module.check_mode)
         module.exit_json(**result)
-    except (jr.JournalError, waves.WaveError) as exc:
+    except (jr.JournalError, waves.WaveError, ValueError) as exc:
         module.fail_json(msg=str(exc), journal_dir=jr.rollout_dir(p["dir"], p["rollout_id"])
                          if jr._ID_RE.match(str(p["rollout_id"])) else p["dir"])
 

@@ -85,14 +85,9 @@ summary:
   type: dict
 """
 
-import json
-import os
-import re
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.netscale.multinic.plugins.module_utils.report import model
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
 
 def main():
@@ -107,32 +102,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    directory = p["dir"]
-    data = dict(p["data"] or {})
-    report = model.load(directory)
-    if p["event"] == "snapshot":
-        snap = p["snapshot"] or {}
-        node = data.get("node") or snap.get("node") or "unknown"
-        wave = re.sub(r"[^A-Za-z0-9_.-]", "_", str(data.get("wave") or "none"))
-        sdir = os.path.join(directory, "snapshots", wave)
-        path = os.path.join(sdir, "%s.json" % re.sub(r"[^A-Za-z0-9_.-]", "_", node))
-        # A ToR's running config carries MD5 keys: the stored snapshot is redacted and 0600.
-        atomic_write(path, json.dumps(redact(snap), indent=1, sort_keys=True, default=str), mode=0o600)
-        data.setdefault("node", node)
-        data["path"] = os.path.relpath(path, directory)
-        data.setdefault("kind", snap.get("kind"))
-        # A snapshot that failed (node unreachable, command error) is recorded, never fatal: it
-        # must not stop the rollback that follows it.
-        data["captured"] = not (snap.get("failed") or snap.get("unreachable"))
-        if not data["captured"]:
-            data["error"] = redact(str(snap.get("msg") or "snapshot failed"))[:500]
-    if p["event"] == "start":
-        data.setdefault("check_mode", module.check_mode)
-    model.apply_event(report, p["event"], data)
-    paths = model.write(directory, report, p["share_tolerance"])
-    summary = model.summarize_event(report, p["event"], data, directory)
-    module.exit_json(changed=False, paths=paths, status=report["run"].get("status"), event=p["event"],
-                     summary=summary)
+    out = model.record(p["dir"], p["event"], p["data"], snapshot=p["snapshot"], share_tolerance=p["share_tolerance"],
+                       check_mode=module.check_mode)
+    module.exit_json(changed=False, paths=out["paths"], status=out["status"], event=p["event"], summary=out["summary"])
 
 
 if __name__ == "__main__":

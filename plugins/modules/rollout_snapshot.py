@@ -45,10 +45,17 @@ options:
       With V(profile=state) - the C(state) of an earlier dump of the same node (for example before a change); the
       result's C(restored_exactly) says whether this dump equals it. Omit for no comparison.
     type: raw
+  report:
+    description: >-
+      Also record the snapshot in the run's report (M(netscale.multinic.rollout_report) V(snapshot) event, done on the
+      controller by this module's action plugin, after the capture and also when it failed or the node was
+      unreachable) - C(dir) (the report directory) and C(wave). Snapshots taken in parallel are listed in the play's
+      host order.
+    type: dict
 attributes:
   check_mode:
     support: full
-    description: Read-only; runs the same in check mode.
+    description: Read-only; runs the same in check mode (the report, a controller-side artifact, is written too).
   diff_mode:
     support: none
     description: No diff.
@@ -64,6 +71,14 @@ EXAMPLES = r"""
     kind: host
     node: "{{ inventory_hostname }}"
   register: snap
+
+- name: Snapshot a failing host into the run's report (snapshots/<wave>/<node>.json)
+  netscale.multinic.rollout_snapshot:
+    kind: host
+    node: "{{ inventory_hostname }}"
+    report: {dir: "{{ rollout_report_dir }}", wave: canary}
+  ignore_errors: true
+  ignore_unreachable: true
 
 - name: Comparable dump before the change
   netscale.multinic.rollout_snapshot:
@@ -96,6 +111,10 @@ restored_exactly:
   description: State with O(compare_to) - this dump equals the earlier one.
   returned: profile=state and compare_to given
   type: bool
+report:
+  description: With O(report) - the report's C(status), C(paths), and the event's C(event) and C(summary).
+  returned: report given
+  type: dict
 """
 
 import json
@@ -118,6 +137,7 @@ def main():
             node=dict(type="str"),
             workload_netns=dict(type="list", elements="str"),
             compare_to=dict(type="raw"),
+            report=dict(type="dict"),   # recorded by the action plugin on the controller
         ),
         supports_check_mode=True,
     )

@@ -183,3 +183,104 @@ all:
     res = tasks["inventory"]["localhost"]
     assert p.returncode != 0 and res["md5_missing"] == ["h2", "h3"], res
     assert "no TCP-MD5 key for GPU host(s) h2, h3" in res["msg"] and "nothing was changed" in res["msg"]
+
+
+CHECKED_WAVE = """
+- hosts: all
+  gather_facts: false
+  module_defaults:
+    netscale.multinic.rollout_decide: {wave: canary, batch: "{{ ansible_play_batch }}", max_unreachable: "25%"}
+  tasks:
+    - name: names
+      netscale.multinic.rollout_decide: {decision: names, report_root: /tmp/r}
+      run_once: true
+    - name: reach
+      ansible.builtin.command: "{{ 'false' if inventory_hostname == 'h3' else 'true' }}"
+      register: __rollout_reach
+      changed_when: false
+      ignore_errors: true
+    - name: start
+      netscale.multinic.rollout_decide: {decision: account, step: start, hosts: "{{ ansible_play_batch }}"}
+      run_once: true
+      register: start
+    - ansible.builtin.meta: end_host
+      when: inventory_hostname in start.lost
+    - name: reach after
+      ansible.builtin.command: "{{ 'false' if inventory_hostname == 'h4' else 'true' }}"
+      register: __rollout_reach
+      changed_when: false
+      ignore_errors: true
+    - ansible.builtin.set_fact:
+        __rollout_host_error: "{{ 'deploy failed' if inventory_hostname == 'h2' else '' }}"
+        __rollout_host_failed: "{{ inventory_hostname == 'h2' }}"
+        health_gates_verdict: pass
+        multinic_host: {tor: "t-{{ inventory_hostname }}"}
+    - name: deploy
+      netscale.multinic.rollout_decide: {decision: account, step: deploy, hosts: "{{ start.hosts }}", known: "{{ start.lost }}"}
+      run_once: true
+      register: deploy
+    - ansible.builtin.meta: end_host
+      when: inventory_hostname in deploy.lost
+    - name: verdict
+      netscale.multinic.rollout_decide: {decision: verdict, hosts: "{{ start.hosts }}", known: "{{ deploy.lost }}"}
+      run_once: true
+      register: verdict
+    - name: end
+      netscale.multinic.rollout_decide:
+        decision: wave_end
+        hosts: "{{ start.hosts }}"
+        start: "{{ start }}"
+        deploy: "{{ deploy }}"
+        gates: "{{ verdict }}"
+        wave_verdict: fail
+        failed_hosts: "{{ verdict.failed_hosts }}"
+        share_tolerance: 0.1
+        run: {journal: /j/run.json, report_dir: /r/1, rollout_id: rid}
+      run_once: true
+      register: end
+    - name: facts
+      ansible.builtin.debug: {msg: "{{ rollout_run_id }} {{ rollout_journal_root }}"}
+      run_once: true
+"""
+
+
+def test_wave_decisions_read_the_registered_checks(tmp_path):
+    p, tasks = _run(tmp_path, CHECKED_WAVE, "h1,h2,h3,h4", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    start = tasks["start"]["h1"]
+    assert start["lost"] == ["h3"] and start["budget"] == 1 and start["marks"] == {
+        "h3": "unreachable at wave start: non-zero return code"}
+    assert start["events"][0]["data"]["status"] == "running" and start["events"][0]["data"]["unreachable"] == ["h3"]
+    deploy = tasks["deploy"]["h1"]
+    assert deploy["lost"] == ["h3", "h4"] and deploy["over_budget"] and list(deploy["marks"]) == ["h4"]
+    assert deploy["journal"][0]["errors"] == {"h4": "unreachable after the deploy: non-zero return code"}
+    verdict = tasks["verdict"]["h1"]
+    assert verdict["verdict"] == "fail" and verdict["failed_hosts"] == ["h2"] and verdict["journal"] == []
+    assert verdict["failed_journal"] == [{"_record": "host", "hosts": ["h1", "h2"], "state": "failed", "wave": "canary",
+                                          "errors": {"h1": "", "h2": "deploy failed"}}]
+    assert verdict["failed_tors"] == ["t-h2"]
+    end = tasks["end"]["h1"]
+    assert end["report"]["errors"] == ["deploy failed", "unreachable at wave start: non-zero return code",
+                                       "unreachable after the deploy: non-zero return code"]
+    assert [e["event"] for e in end["events"]] == ["wave", "finish"] and end["events"][0]["share_tolerance"] == 0.1
+    assert end["events"][0]["data"]["started"] == start["started"]
+    assert "unreachable ['h3', 'h4'] beyond rollout_max_unreachable=1" in end["stop"]
+    assert tasks["facts"]["h1"]["msg"].endswith(" /tmp/r/journal")
+
+
+def test_frr_answers_read_by_name(tmp_path):
+    play = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.shell: "{{ 'true' if inventory_hostname == 't1' else 'echo bgpd down >&2; exit 1' }}"
+      register: __rollout_frr_reach
+      changed_when: false
+      failed_when: false
+    - name: frr
+      netscale.multinic.rollout_decide: {decision: frr, hosts: "{{ ansible_play_hosts_all }}"}
+      run_once: true
+"""
+    p, tasks = _run(tmp_path, play, "t1,t2", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert tasks["frr"]["t1"]["down"] == ["t1: no output", "t2: bgpd down"]

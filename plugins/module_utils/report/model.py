@@ -7,12 +7,15 @@ every event, so a run that dies half-way still leaves a readable report."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import re
 import time
 
 from ansible_collections.netscale.multinic.plugins.module_utils.report import svg
-from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write, redact
 
 EVENTS = ("start", "preflight", "tor", "wave", "snapshot", "finish")
 JSON_NAME = "report.json"
@@ -98,6 +101,106 @@ def summarize_event(report, event, data, directory):
     if event == "finish":
         return {"id": run.get("id"), "status": run.get("status"), "markdown": os.path.join(directory, MD_NAME)}
     return {}
+
+
+def record(directory, event, data, snapshot=None, share_tolerance=None, check_mode=False, order=None):
+    """Merge one event into ``<directory>/report.json`` and re-render the report (what
+    ``netscale.multinic.rollout_report``, ``rollout_journal``'s ``report`` and ``rollout_snapshot``'s ``report`` do).
+    A ``snapshot`` event stores ``snapshot`` (a ``rollout_snapshot`` result, redacted, 0600) under
+    ``snapshots/<wave>/<node>.json``; with ``order`` (node names) the wave's snapshots of one kind are listed in
+    that order, whichever was written first. Returns ``{event, status, paths, summary}``."""
+    data = dict(data or {})
+    report = load(directory)
+    if event == "snapshot":
+        snap = snapshot or {}
+        node = data.get("node") or snap.get("node") or "unknown"
+        wave = re.sub(r"[^A-Za-z0-9_.-]", "_", str(data.get("wave") or "none"))
+        path = os.path.join(directory, "snapshots", wave, "%s.json" % re.sub(r"[^A-Za-z0-9_.-]", "_", node))
+        # A ToR's running config carries MD5 keys: the stored snapshot is redacted and 0600.
+        atomic_write(path, json.dumps(redact(snap), indent=1, sort_keys=True, default=str), mode=0o600)
+        data.setdefault("node", node)
+        data["path"] = os.path.relpath(path, directory)
+        data.setdefault("kind", snap.get("kind"))
+        # A snapshot that failed (node unreachable, command error) is recorded, never fatal: it
+        # must not stop the rollback that follows it.
+        data["captured"] = not (snap.get("failed") or snap.get("unreachable"))
+        if not data["captured"]:
+            data["error"] = redact(str(snap.get("msg") or "snapshot failed"))[:500]
+    if event == "start":
+        data.setdefault("check_mode", check_mode)
+    apply_event(report, event, data)
+    if event == "snapshot" and order:
+        _place(report["snapshots"], list(order))
+    paths = write(directory, report, share_tolerance)
+    return {"event": event, "status": report["run"].get("status"), "paths": paths,
+            "summary": summarize_event(report, event, data, directory)}
+
+
+def _place(snapshots, order):
+    """Move the last snapshot before the first one of its wave and kind that comes later in ``order``."""
+    rank = dict((n, i) for i, n in enumerate(order))
+    new = snapshots[-1]
+    if new.get("node") not in rank:
+        return
+    for i, s in enumerate(snapshots[:-1]):
+        if (s.get("wave"), s.get("kind")) == (new.get("wave"), new.get("kind")) and \
+                rank.get(s.get("node"), -1) > rank[new["node"]]:
+            snapshots.insert(i, snapshots.pop())
+            return
+
+
+@contextlib.contextmanager
+def locked(directory):
+    """The report directory locked against the other writers of this run (parallel snapshot tasks)."""
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def plan_line(plan_result):
+    """The preflight's one line on the plan write (``fabric_plan``'s result)."""
+    plan_result = plan_result or {}
+    if not plan_result.get("changed"):
+        return "unchanged"
+    return "changes: %d added, %d removed" % (len(plan_result.get("added") or []), len(plan_result.get("removed") or []))
+
+
+def start_events(run, plan, opened, rack_tors=None, scope=None):
+    """The report's first events of a rollout, from what the journal's ``open`` returned: ``start`` (the run,
+    its waves), ``preflight`` and, with a change ``scope``, one ``tor`` event per ToR out of scope (not touched).
+
+    ``run``: ``id``, ``started``, ``rollout_id``, ``fabric``, ``inventory`` (topology), ``check_mode``,
+    ``canary``, ``waves_spec``, ``start_wave``, ``plan`` (the ``fabric_plan`` result), ``renumber_consent``,
+    ``gpu_hosts`` (count); ``plan``: the wave plan; ``opened``: ``path``, ``new``, ``notes``, ``plan_hash``;
+    ``rack_tors``: ``{rack: ToR}`` (inventory order). Returns ``[(event, data), ...]``."""
+    run = dict(run or {})
+    start = {"id": run.get("id"), "rollout_id": run.get("rollout_id"), "journal": opened.get("path"),
+             "journal_new": opened.get("new"), "journal_notes": opened.get("notes"), "fabric": run.get("fabric"),
+             "inventory": run.get("inventory"), "check_mode": run.get("check_mode"),
+             "canary": run.get("canary") or "first rack", "waves_spec": run.get("waves_spec"),
+             "start_wave": run.get("start_wave"), "waves": plan.get("waves"),
+             "skipped_waves": [w["name"] for w in plan.get("skipped") or []],
+             "deferred_waves": [w["name"] for w in plan.get("deferred") or []], "started": run.get("started")}
+    if scope is None:
+        scoped = {"mode": "all"}
+    else:
+        scoped = dict(scope, deploy=plan.get("order"), tors=dict(scope.get("tors") or {}, changed=plan.get("tors")))
+    preflight = {"plan": plan_line(run.get("plan")), "renumber_consent": run.get("renumber_consent"),
+                 "gpu_hosts": run.get("gpu_hosts"), "tors": list(plan.get("tors") or []),
+                 "plan_hash": opened.get("plan_hash"), "scope": scoped}
+    events = [("start", start), ("preflight", preflight)]
+    if scope is not None:
+        touched = set(plan.get("tors") or [])
+        for rack, tor in (rack_tors or {}).items():
+            if tor not in touched:
+                touched.add(tor)
+                events.append(("tor", {"name": tor, "rack": rack, "changed": False,
+                                       "status": "unchanged (out of scope, not touched)"}))
+    return events
 
 
 def _upsert(items, data, key):

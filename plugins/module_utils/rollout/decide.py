@@ -270,3 +270,72 @@ def wave_end(wave, wave_hosts, batch, acct_deploy, acct_gates, wave_verdict, fai
     journal.append({"_record": "wave", "name": wave, "status": wave_verdict, "hosts": list(wave_hosts),
                     "unreachable": acct_gates["lost"], "over_budget": acct_gates["over_budget"]})
     return {"report": report, "journal": journal}
+
+
+def truncate(text, length=255, end="...", leeway=5):
+    """Jinja's ``truncate`` filter (words kept whole), so a message built here reads as the playbook's did."""
+    text = str(text)
+    if len(text) <= length + leeway:
+        return text
+    return text[:length - len(end)].rsplit(" ", 1)[0] + end
+
+
+def _check_failed(result):
+    return isinstance(result, dict) and bool(result.get("unreachable") or result.get("failed"))
+
+
+def reach_marks(hosts, results, known=(), step="start"):
+    """Hosts whose reachability check (a ``ping`` result each, ``results``: ``{host: result}``) failed or found
+    them unreachable, not counted before (``known``), with why: ``{host: "unreachable at wave start: <msg>"}``
+    (``after the deploy`` at ``step=deploy``). A skipped check (the deploy did not run) marks nothing."""
+    when = {"start": "at wave start", "deploy": "after the deploy"}[step]
+    known = set(known or [])
+    results = results or {}
+    return dict((h, "unreachable %s: %s" % (when, truncate((results.get(h) or {}).get("msg") or "", 200)))
+                for h in hosts or [] if h not in known and _check_failed(results.get(h)))
+
+
+def frr_problems(hosts, results):
+    """Devices whose FRR did not answer ``vtysh -c 'show bgp summary json'`` (``results``: ``{host: the
+    command's result or None}``): ``"<host>: <stderr, msg or 'no output'>"`` each, ``"not checked"`` for a
+    device without a result."""
+    out = []
+    for h in hosts or []:
+        r = results.get(h)
+        if not isinstance(r, dict):
+            out.append("not checked")
+            continue
+        rc = r.get("rc", 1)
+        if not r.get("unreachable") and not rc and str(r.get("stdout") or "").strip():
+            continue
+        why = str(r.get("stderr") or "").strip() or str(r.get("msg") or "").strip() or "no output"
+        out.append("%s: %s" % (h, truncate(why, 200)))
+    return out
+
+
+def host_errors(wave_hosts, errors, start_marks=None, deploy_marks=None):
+    """Each host's error for the wave's report: unreachable after the deploy, else its own error (a deploy
+    failure), else unreachable at wave start."""
+    start_marks, deploy_marks, errors = start_marks or {}, deploy_marks or {}, errors or {}
+    return dict((h, deploy_marks.get(h) or errors.get(h) or start_marks.get(h) or "") for h in wave_hosts)
+
+
+def failed_record(wave, batch, errors):
+    """The journal record of a failed wave's hosts (written before its rollback)."""
+    return {"_record": "host", "hosts": list(batch), "state": "failed", "wave": wave,
+            "errors": dict((h, (errors or {}).get(h) or "") for h in batch)}
+
+
+def stop(wave, failed_hosts, acct_gates, journal_path, report_dir, rollout_id):
+    """A failed wave's report ``finish`` data and the message the run stops with."""
+    lost, limit = acct_gates["lost"], acct_gates["budget"]
+    finish = {"status": "failed", "failed_wave": wave,
+              "message": "wave %s failed on %s%s; rolled back; earlier waves stay; journal %s" % (
+                  wave, list(failed_hosts), (", unreachable %s (budget %s)" % (lost, limit)) if lost else "",
+                  journal_path)}
+    message = ("wave %s failed on %s and was rolled back; report: %s/report.md%s. Fix, then resume with -e rollout_id=%s "
+               "(re-runs wave %s), or undo the rollout with playbooks/rollback.yml -e rollout_id=%s" % (
+                   wave, list(failed_hosts), report_dir,
+                   ("; unreachable %s beyond rollout_max_unreachable=%s" % (lost, limit)) if acct_gates["over_budget"] else "",
+                   rollout_id, wave, rollout_id))
+    return finish, message

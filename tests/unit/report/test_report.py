@@ -126,3 +126,53 @@ def test_consented_warnings_are_listed_under_their_wave_and_counted():
     assert "- warning: h1 slot 1: health check disabled by type: none" in md
     model.apply_event(r, "wave", {"name": "fleet", "hosts": ["h2"], "status": "passed"}, now=3.0)
     assert "| warnings | 1 " in model.render_markdown(r)
+
+
+def test_start_events_from_the_journal_open():
+    plan = {"waves": [{"name": "canary", "hosts": ["r2-h1"]}], "skipped": [{"name": "x"}], "deferred": [],
+            "order": ["r2-h1"], "tors": ["r2-tor"]}
+    run = {"id": "R", "rollout_id": "J", "started": 1.5, "fabric": "f", "inventory": "t.yml", "check_mode": False,
+           "canary": {}, "waves_spec": ["100%"], "start_wave": "", "plan": {"changed": True, "added": [1, 2]},
+           "renumber_consent": False, "gpu_hosts": 3}
+    opened = {"path": "/j/run.json", "new": True, "notes": [], "plan_hash": "abc"}
+    events = model.start_events(run, plan, opened)
+    assert [e for e, _d in events] == ["start", "preflight"]
+    start, pre = events[0][1], events[1][1]
+    assert start["canary"] == "first rack" and start["skipped_waves"] == ["x"] and start["journal"] == "/j/run.json"
+    assert pre == {"plan": "changes: 2 added, 0 removed", "renumber_consent": False, "gpu_hosts": 3,
+                   "tors": ["r2-tor"], "plan_hash": "abc", "scope": {"mode": "all"}}
+    scope = {"mode": "changed", "message": "m", "tors": {"changed": ["r1-tor", "r2-tor"], "removed": []}}
+    events = model.start_events(run, plan, opened, {"r1": "r1-tor", "r2": "r2-tor", "r3": "r3-tor"}, scope)
+    assert events[1][1]["scope"] == {"mode": "changed", "message": "m", "deploy": ["r2-h1"],
+                                     "tors": {"changed": ["r2-tor"], "removed": []}}
+    assert scope["tors"]["changed"] == ["r1-tor", "r2-tor"]   # the caller's scope is not changed
+    assert events[2:] == [("tor", {"name": "r1-tor", "rack": "r1", "changed": False,
+                                   "status": "unchanged (out of scope, not touched)"}),
+                          ("tor", {"name": "r3-tor", "rack": "r3", "changed": False,
+                                   "status": "unchanged (out of scope, not touched)"})]
+    assert model.plan_line({"changed": False}) == "unchanged"
+
+
+def test_record_writes_the_report_and_a_failed_snapshot(tmp_path):
+    d = str(tmp_path / "r")
+    out = model.record(d, "start", {"id": "R", "waves": []}, check_mode=True)
+    assert out["status"] == "running" and out["summary"]["id"] == "R"
+    assert json.load(open(os.path.join(d, "report.json")))["run"]["check_mode"] is True
+    snap = model.record(d, "snapshot", {"node": "h1", "wave": "canary", "kind": "host"},
+                        snapshot={"unreachable": True, "msg": "gone"})
+    rep = json.load(open(os.path.join(d, "report.json")))
+    assert rep["snapshots"][0]["captured"] is False and rep["snapshots"][0]["error"] == "gone"
+    assert snap["summary"]["path"] == "snapshots/canary/h1.json"
+    assert os.stat(os.path.join(d, "snapshots", "canary", "h1.json")).st_mode & 0o777 == 0o600
+
+
+def test_parallel_snapshots_listed_in_the_plays_host_order(tmp_path):
+    d = str(tmp_path / "r")
+    order = ["h3", "h1", "h2"]
+    for node, kind in (("h2", "host"), ("t1", "frr"), ("h3", "host"), ("h1", "host")):
+        with model.locked(d):
+            model.record(d, "snapshot", {"node": node, "wave": "w", "kind": kind}, snapshot={"node": node}, order=order)
+    model.record(d, "snapshot", {"node": "h1", "wave": "w2", "kind": "host"}, snapshot={}, order=order)
+    rep = json.load(open(os.path.join(d, "report.json")))
+    assert [(s["wave"], s["node"]) for s in rep["snapshots"]] == [("w", "h3"), ("w", "h1"), ("w", "h2"), ("w", "t1"),
+                                                                  ("w2", "h1")]

@@ -267,3 +267,51 @@ def test_wave_end_report_and_journal():
                              decide.account(["a"], ["a"], [], [], 0, "gates"), "pass", [], {}, [], 1.0, 2.0)
     assert passed["report"]["rollback"] == {} and passed["journal"][0] == {
         "_record": "host", "hosts": ["a"], "state": "passed", "wave": "canary"}
+
+
+# --- what the playbooks no longer compute in Jinja ----------------------------------------------------------
+
+@given(st.text(alphabet="ab c", max_size=260), st.integers(3, 220))
+def test_truncate_is_jinjas(text, length):
+    import jinja2
+    from jinja2.filters import do_truncate
+    assert decide.truncate(text, length) == do_truncate(jinja2.Environment(), text, length)
+
+
+def test_reach_marks_only_failed_checks_not_counted_before():
+    results = {"a": {"ping": "pong"}, "b": {"unreachable": True, "msg": "ssh: no route"},
+               "c": {"failed": True, "msg": "x " * 200}, "d": {"skipped": True}, "e": None}
+    marks = decide.reach_marks(["a", "b", "c", "d", "e"], results)
+    assert list(marks) == ["b", "c"] and marks["b"] == "unreachable at wave start: ssh: no route"
+    assert marks["c"].startswith("unreachable at wave start: x x") and marks["c"].endswith("...")
+    assert decide.reach_marks(["a", "b", "c"], results, known=["b"], step="deploy") == {
+        "c": "unreachable after the deploy: " + decide.truncate("x " * 200, 200)}
+
+
+def test_frr_problems():
+    results = {"t1": {"rc": 0, "stdout": "{}"}, "t2": {"rc": 1, "stderr": " bgpd is not running \n"},
+               "t3": {"unreachable": True, "msg": "gone"}, "t4": {"rc": 0, "stdout": " "}}
+    assert decide.frr_problems(["t1", "t2", "t3", "t4", "t5"], results) == [
+        "t2: bgpd is not running", "t3: gone", "t4: no output", "not checked"]
+
+
+def test_host_errors_last_word_wins_as_the_facts_did():
+    errs = decide.host_errors(["a", "b", "c", "d"], {"b": "deploy failed in 'x': y", "c": "deploy failed"},
+                              {"a": "unreachable at wave start: z"}, {"c": "unreachable after the deploy: w"})
+    assert errs == {"a": "unreachable at wave start: z", "b": "deploy failed in 'x': y",
+                    "c": "unreachable after the deploy: w", "d": ""}
+
+
+def test_failed_record_and_stop_messages():
+    assert decide.failed_record("canary", ["a", "b"], {"a": "boom", "b": None}) == {
+        "_record": "host", "hosts": ["a", "b"], "state": "failed", "wave": "canary", "errors": {"a": "boom", "b": ""}}
+    acct = {"lost": ["c"], "budget": 0, "over_budget": True}
+    finish, msg = decide.stop("canary", ["a"], acct, "/j/run.json", "/r/1", "rid")
+    assert finish == {"status": "failed", "failed_wave": "canary", "message": "wave canary failed on ['a'], "
+                      "unreachable ['c'] (budget 0); rolled back; earlier waves stay; journal /j/run.json"}
+    assert msg == ("wave canary failed on ['a'] and was rolled back; report: /r/1/report.md; unreachable ['c'] beyond "
+                   "rollout_max_unreachable=0. Fix, then resume with -e rollout_id=rid (re-runs wave canary), or undo "
+                   "the rollout with playbooks/rollback.yml -e rollout_id=rid")
+    finish, msg = decide.stop("w", ["a"], {"lost": [], "budget": 1, "over_budget": False}, "/j", "/r", "rid")
+    assert finish["message"] == "wave w failed on ['a']; rolled back; earlier waves stay; journal /j"
+    assert "report: /r/report.md. Fix" in msg

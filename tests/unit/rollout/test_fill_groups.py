@@ -63,3 +63,20 @@ def test_a_group_already_filled_or_an_empty_plan_is_left_alone(inventory):
     filled = fill_groups(inventory, (("rollout_targets", ["h1", "h2"]), ("rollout_tors", [])))
     assert filled == [] and inventory.reconciled == []
     assert [h.name for h in inventory.get_hosts("rollout_targets")] == ["h2"]
+
+
+def test_progress_lines_of_report_events_a_journal_task_recorded(tmp_path):
+    from types import SimpleNamespace
+
+    from ansible_collections.netscale.multinic.plugins.callback.rollout_progress import CallbackModule
+
+    shown = []
+    cb = CallbackModule()
+    cb._display = SimpleNamespace(display=lambda line, color=None: shown.append(line))
+    cb._watch_journal = lambda path: None
+    res = {"path": str(tmp_path / "j1.json"), "report": {"status": "running", "events": [
+        {"event": "tor", "summary": {"name": "r1-tor", "rack": "r1", "changed": True, "gates": "1/1 passed"}},
+        {"event": "wave", "summary": {"name": "canary", "status": "running", "hosts": "h1"}}]}}
+    cb._handle(SimpleNamespace(_task=SimpleNamespace(action="netscale.multinic.rollout_journal"), _result=res), False)
+    assert [line.split("] ", 1)[1] for line in shown] == ["ToR r1-tor (rack r1): changed=True gates=1/1 passed",
+                                                          "wave canary start: running, hosts h1"]

@@ -55,3 +55,37 @@ def test_open_record_status_rollback(tmp_path, capsys):
     st = run(capsys, op="status", dir=d)
     assert [j["action"] for j in st["record"]["jobs"]] == ["rollout", "rollback"]
     assert st["summary"]["waves"] == {"canary": "in_flight", "fleet-100pct": "pending"}
+
+
+def test_journal_then_report_in_one_call(tmp_path, capsys):
+    d, r = str(tmp_path / "j"), str(tmp_path / "rep" / "run1")
+    plan_dir = tmp_path / "plan"
+    plan_dir.mkdir()
+    (plan_dir / "summary.yml").write_text("racks: 2\n")
+    common = dict(dir=d, plan_paths=[str(plan_dir)], hosts=HOSTS, rack_tors=RACK_TORS, waves=["100%"], job="j1",
+                  present=["r1-h1", "r1-h2", "r2-h1"])
+    bad = run(capsys, op="record", record="event", data={"kind": "x"}, report=[{"event": "finish"}], **common)
+    assert bad["failed"] and "report_dir" in bad["msg"]
+    started = {"id": "run1", "started": 1.0, "fabric": "f", "inventory": "t", "plan": {"changed": False},
+               "renumber_consent": False}
+    res = run(capsys, op="open", report_dir=r, run=started, **common)
+    facts = res["ansible_facts"]
+    assert facts["rollout_plan"] == res["plan"] and facts["rollout_journal_path"] == res["path"]
+    assert facts["rollout_tor_backup_dir"] == os.path.join(d, "rid", "tor_backup")
+    for folder in (facts["rollout_tor_backup_dir"], r, os.path.join(r, "snapshots")):
+        assert os.stat(folder).st_mode & 0o777 == 0o700, folder
+    assert [e["event"] for e in res["report"]["events"]] == ["start", "preflight"]
+    rep = json.load(open(os.path.join(r, "report.json")))
+    assert rep["run"]["rollout_id"] == "rid" and rep["preflight"]["gpu_hosts"] == 3 and rep["run"]["canary"] == "first rack"
+    # check mode: the journal writes nothing, the report (a controller-side artifact) is written
+    before = open(res["path"]).read()
+    dry = run(capsys, check_mode=True, op="record", record="event", data={"kind": "finished"}, report_dir=r,
+              report=[{"event": "finish", "data": {"status": "check"}, "journal_summary": True}], **common)
+    assert open(res["path"]).read() == before
+    rep = json.load(open(os.path.join(r, "report.json")))
+    assert rep["run"]["status"] == "check" and rep["run"]["journal_summary"] == dry["summary"]
+    assert dry["report"]["status"] == "check" and dry["report"]["paths"]["markdown"].endswith("report.md")
+    # a refused record writes neither
+    refused = run(capsys, op="record", record="host", data={"hosts": ["r1-h1"], "state": "passed"}, report_dir=r,
+                  report=[{"event": "finish", "data": {"status": "passed"}}], **common)
+    assert refused["failed"] and json.load(open(os.path.join(r, "report.json")))["run"]["status"] == "check"

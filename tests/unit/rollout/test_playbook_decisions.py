@@ -4,8 +4,9 @@
 """The rollout's decisions are not computed in playbook Jinja (docs/architecture.md "From the user to the
 verdict"): in ``playbooks/``, the templates of ``set_fact`` values (facts ``__rollout_*`` or named for a budget,
 verdict or unreachable/lost hosts), of task and play ``vars`` named so, and of ``assert`` conditions hold no
-arithmetic, no comparison and no ``int``/``round``/``length`` filter. Such decisions belong to
-``module_utils/rollout/decide.py`` (via ``netscale.multinic.rollout_decide``). Guards (``when``) may compare.
+arithmetic, no comparison and no ``int``/``round``/``length`` filter, nor do the status, verdict and
+unreachable fields a ``rollout_journal``/``rollout_report`` task records (its ``data`` and ``report`` events).
+Such decisions belong to ``module_utils/rollout/decide.py`` (via ``netscale.multinic.rollout_decide``). Guards (``when``) may compare.
 The preflight (the first play of rollout.yml) has no Jinja loop over hosts. Each failure names file:line."""
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ PLAYBOOKS = os.path.join(REPO, "playbooks")
 DECISION_NAME = re.compile(r"^__rollout_|budget|verdict|unreachable|lost|over_", re.I)
 # an assert is a decision when its condition reads such a fact (input checks like "rollout_id given" are guards)
 DECISION_REF = re.compile(r"\b__rollout_\w+|\w*(?:budget|verdict|unreachable)\w*", re.I)
+RECORDERS = ("netscale.multinic.rollout_journal", "netscale.multinic.rollout_report")
+RECORDED = re.compile(r"^(status|verdict|over_budget|unreachable|max_unreachable|lost)$")
 _STRINGS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _EXPR = re.compile(r"\{\{(.*?)\}\}|\{%(.*?)%\}", re.S)
 FORBIDDEN = [
@@ -108,6 +111,13 @@ def findings(path, data):
             for name, value in (node.get(key) or {}).items():
                 if name not in ("__line__", "cacheable") and DECISION_NAME.search(name):
                     check(line, "set_fact %s" % name, value)
+        # what the journal and the report record: a status or verdict comes from a module, never from Jinja
+        for key in RECORDERS:
+            args = node.get(key) or {}
+            for data in [args.get("data")] + [e.get("data") for e in args.get("report") or [] if isinstance(e, dict)]:
+                for name, value in (data or {}).items() if isinstance(data, dict) else []:
+                    if name != "__line__" and RECORDED.search(name):
+                        check(line, "%s data %s" % (key.rsplit(".", 1)[-1], name), value)
         for key in ("assert", "ansible.builtin.assert"):
             that = (node.get(key) or {}).get("that")
             that = [that] if isinstance(that, str) else (that or [])
@@ -143,6 +153,19 @@ def test_scanner_finds_what_it_is_for():
                                                "comparison in set_fact __rollout_wave_verdict", "comparison in assert",
                                                "number filter in assert"]
     assert got[0].startswith("playbooks/x.yml:4: ")
+    recorded = yaml.load("""
+- hosts: all
+  tasks:
+    - netscale.multinic.rollout_journal:
+        record: wave
+        data: {status: "{{ 'fail' if lost | length > budget else 'pass' }}", name: w}
+        report:
+          - event: wave
+            data: {over_budget: "{{ lost | length > 1 }}", hosts: "{{ a + b }}"}
+""", Loader=Loader)
+    assert [g.split(": ")[1] for g in findings(os.path.join(PLAYBOOKS, "z.yml"), recorded)] == [
+        "comparison in rollout_journal data status", "number filter in rollout_journal data status",
+        "comparison in rollout_journal data over_budget", "number filter in rollout_journal data over_budget"]
     fine = yaml.load("""
 - hosts: all
   tasks:
