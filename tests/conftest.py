@@ -44,3 +44,8 @@ def tree_digest():
                     digest.update(handle.read())
         return digest.hexdigest()
     return digest_of
+
+
+def pytest_configure(config):
+    # every lab test module carries pytestmark = e2e; registered once here for all of tests/e2e
+    config.addinivalue_line("markers", "e2e: live test (root, namespaces, FRR, ExaBGP)")
