@@ -149,8 +149,13 @@ class ActionModule(ActionBase):
 
     _PER_HOST = ("lost", "error", "failed", "gates", "gates_results", "warnings", "restored", "reach", "state_after")
 
+    @staticmethod
+    def _fact_names(args):
+        """Which host variable holds each per-host fact: the module's defaults, overridden by O(facts)."""
+        return dict(ARGUMENT_SPEC["facts"]["default"], **args["facts"])
+
     def _host_facts(self, args, task_vars, hosts):
-        names = dict(ARGUMENT_SPEC["facts"]["default"], **args["facts"])
+        names = self._fact_names(args)
         return dict((h, dict((k, self._fact(task_vars, h, names[k])) for k in self._PER_HOST)) for h in hosts)
 
     def _account(self, args, task_vars):
@@ -186,7 +191,7 @@ class ActionModule(ActionBase):
         # what a failed wave writes before its rollback, and snapshots: its hosts' record, their ToRs
         out["failed_journal"] = [decide.failed_record(args["wave"], args["batch"],
                                                       dict((h, f["error"]) for h, f in facts.items()))]
-        host_var = dict(ARGUMENT_SPEC["facts"]["default"], **args["facts"])["host"]
+        host_var = self._fact_names(args)["host"]
         tors = [(self._fact(task_vars, h, host_var) or {}).get("tor") for h in out["failed_hosts"]]
         out["failed_tors"] = [t for t in dict.fromkeys(tors) if t is not None]
         return out
@@ -222,7 +227,7 @@ class ActionModule(ActionBase):
         return f.get("restored")
 
     def _frr(self, args, task_vars):
-        name = dict(ARGUMENT_SPEC["facts"]["default"], **args["facts"])["frr"]
+        name = self._fact_names(args)["frr"]
         return {"down": decide.frr_problems(args["hosts"], dict(
             (h, self._fact(task_vars, h, name)) for h in args["hosts"]))}
 

@@ -12,19 +12,14 @@ removes it in reverse order, also after a half-finished build.
 
 from __future__ import annotations
 
-import os
-
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError, run_command
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_exists
 
 # every harness namespace: addresses stay when a link goes down (NIC failure tests), no DAD wait
 KEEP_ADDR_ON_DOWN = (("net.ipv6.conf.all.keep_addr_on_down", 1), ("net.ipv6.conf.default.keep_addr_on_down", 1))
 NO_DAD = (("net.ipv6.conf.all.accept_dad", 0), ("net.ipv6.conf.default.accept_dad", 0))
 FORWARDING = (("net.ipv4.ip_forward", 1), ("net.ipv6.conf.all.forwarding", 1))
 L4_MULTIPATH_HASH = (("net.ipv4.fib_multipath_hash_policy", 1), ("net.ipv6.fib_multipath_hash_policy", 1))
-
-
-def exists(name):
-    return os.path.exists("/run/netns/%s" % name)
 
 
 def sysctl(name, pairs, error=LabError):
@@ -81,6 +76,6 @@ class Namespaces(object):
         """Delete ``also`` (namespaces made by code under test, e.g. slot namespaces) and then ours, newest
         first; a namespace already gone is skipped."""
         for name in list(also) + list(reversed(self.names)):
-            if exists(name):
+            if netns_exists(name):
                 run_command(["ip", "netns", "del", name], check=False)
         self.names = []

@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.netscale.multinic.plugins.module_utils.lab import netns as NS
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_exists
 
 pytestmark = pytest.mark.e2e
 
@@ -53,6 +54,6 @@ def test_namespaces_veth_addresses_and_removal_in_reverse():
         assert owned.names == [a, b]
     finally:
         owned.remove()
-    assert not NS.exists(a) and not NS.exists(b)
+    assert not netns_exists(a) and not netns_exists(b)
     assert owned.names == []
     owned.remove()                                                               # nothing left: a no-op
