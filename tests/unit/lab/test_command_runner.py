@@ -71,3 +71,28 @@ def test_bare_frr_daemon_keeps_everything_in_its_run_dir():
     assert argv == ["/usr/lib/frr/bgpd", "-d", "-f", "/tmp/r/bgpd.conf", "-i", "/tmp/r/bgpd.pid",
                     "--vty_socket", "/tmp/r", "-z", "/tmp/r/zserv.api", "-p", "179"]
     assert frr.bare_daemon_argv("zebra", "/x")[3] == "/dev/null"      # no config file: vtysh configures it
+
+
+def test_bare_daemon_that_writes_no_pid_file_fails_naming_it(tmp_path, monkeypatch):
+    """A daemon that returns without a pid file (it died at start) stops the harness with its name, its
+    namespace and the missing file, after the timeout, instead of going on without it."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import routing
+    started = []
+    monkeypatch.setattr(routing, "run_command", lambda argv, error: started.append(argv))
+    with pytest.raises(RuntimeError, match=r"bgpd in mnt-x-t1: no %s/bgpd.pid after 0 s" % tmp_path):
+        routing.start_bare_daemon("mnt-x-t1", "bgpd", str(tmp_path), error=RuntimeError, timeout=0.1)
+    assert started and started[0][:4] == ["ip", "netns", "exec", "mnt-x-t1"]
+    # zebra also waits for zserv.api: a pid file alone is not enough
+    (tmp_path / "zebra.pid").write_text("4242\n")
+    with pytest.raises(RuntimeError, match="zebra in mnt-x-t1: no %s/zserv.api" % tmp_path):
+        routing.start_bare_daemon("mnt-x-t1", "zebra", str(tmp_path), error=RuntimeError, timeout=0.1)
+    (tmp_path / "zserv.api").write_text("")
+    assert routing.start_bare_daemon("mnt-x-t1", "zebra", str(tmp_path), timeout=0.1) == (str(tmp_path / "zebra.pid"), 4242)
+
+
+def test_bare_daemon_in_a_missing_namespace_raises_the_callers_error(tmp_path):
+    """ip netns exec refuses a namespace that does not exist (nothing is created or started)."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import routing
+    with pytest.raises(AssertionError, match=r"ip netns exec mnp-missing-0 /usr/lib/frr/bgpd .* failed rc="):
+        routing.start_bare_daemon("mnp-missing-0", "bgpd", str(tmp_path), error=AssertionError, timeout=0.1)
+    assert not os.path.exists("/run/netns/mnp-missing-0")
