@@ -25,6 +25,8 @@ VENV_BIN = os.path.join(REPO, ".venv", "bin")
 FABRIC = "mnas"
 STATE_DIR = "/run/netscale-multinic/lab/%s" % FABRIC
 NOTHING = "nothing to deploy"
+# this lab's monitoring port block: CI runs it beside other labs (scripts/ci_groups.py)
+MONITORING_PORT = 20690
 
 
 def env():
@@ -39,8 +41,10 @@ def env():
 
 def prepare(work):
     """The fabric file (tests/e2e/rollout/fabric.yml renamed) and the lab's group_vars (MD5 keys from the
-    vault) under ``work``; returns the topology path."""
-    link_group_vars(work)
+    vault, the relaxed detection timers, its own monitoring port) under ``work``; returns the topology path."""
+    gv = link_group_vars(work)
+    with open(os.path.join(gv, "monitoring.yml"), "w") as f:
+        f.write("lab_monitoring_port: %d\n" % MONITORING_PORT)
     with open(os.path.join(REPO, "tests", "e2e", "rollout", "fabric.yml")) as f:
         text = f.read().replace("mnrd", FABRIC)
     path = os.path.join(work, "fabric.yml")
