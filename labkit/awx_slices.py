@@ -18,11 +18,15 @@ import subprocess
 import sys
 import time
 
+from labkit.lab_vars import link_group_vars
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 FABRIC = "mnas"
 STATE_DIR = "/run/netscale-multinic/lab/%s" % FABRIC
 NOTHING = "nothing to deploy"
+# this lab's monitoring port block: CI runs it beside other labs (scripts/ci_groups.py)
+MONITORING_PORT = 20690
 
 
 def env():
@@ -37,12 +41,10 @@ def env():
 
 def prepare(work):
     """The fabric file (tests/e2e/rollout/fabric.yml renamed) and the lab's group_vars (MD5 keys from the
-    vault) under ``work``; returns the topology path."""
-    os.makedirs(os.path.join(work, "group_vars", "all"), exist_ok=True)
-    for name in ("lab.yml", "vault.yml"):
-        link = os.path.join(work, "group_vars", "all", name)
-        if not os.path.lexists(link):
-            os.symlink(os.path.join(REPO, "inventories", "lab", "group_vars", "all", name), link)
+    vault, the relaxed detection timers, its own monitoring port) under ``work``; returns the topology path."""
+    gv = link_group_vars(work)
+    with open(os.path.join(gv, "monitoring.yml"), "w") as f:
+        f.write("lab_monitoring_port: %d\n" % MONITORING_PORT)
     with open(os.path.join(REPO, "tests", "e2e", "rollout", "fabric.yml")) as f:
         text = f.read().replace("mnrd", FABRIC)
     path = os.path.join(work, "fabric.yml")

@@ -34,43 +34,52 @@ fi
 step "pytest: unit and integration tests, two processes (no lab)"
 python -m pytest -q -n 2 tests/unit tests/integration
 
-molecule_tests=tests/e2e/rollout/test_molecule_rollout.py
-scoped_test=tests/e2e/rollout/test_scoped_rollout.py
-slices_test=tests/e2e/rollout/test_awx_slices.py   # own fabric (mnas): in the default + nic_failure lane
 if [ $run_e2e = 1 ]; then
-  step "pytest: the lab tests, one at a time"
+  # The lab tests in groups (scripts/ci_groups.py says which test is where, and why); assignments, so that set -e
+  # stops here if the script fails (an empty list would make pytest collect everything)
+  alone=$(python scripts/ci_groups.py alone)
+  lane1=$(python scripts/ci_groups.py lane1)
+  lane2=$(python scripts/ci_groups.py lane2)
+  beside=$(python scripts/ci_groups.py beside)
+  step "pytest: the lab tests that time traffic, BFD or the datapath, alone on the machine"
   # the slowest tests are listed at the end (where CI time goes)
-  python -m pytest --durations=15 tests/e2e --ignore="$molecule_tests" --ignore="$scoped_test" --ignore="$slices_test"
-fi
+  # shellcheck disable=SC2086   # a group's paths, one word each
+  python -m pytest --durations=15 $alone
 
-if [ $run_e2e = 1 ]; then
-  # The Molecule scenarios and the scoped-rollout lab test last, as two pytest processes side by side (each on
-  # its own lab fabric: own node names, namespaces, cgroups, work dir), when the lab image and the sidecar wheel
-  # are cached. Never beside the other lab tests: the timing-sensitive ones measure traffic, and tests/e2e/lab
-  # checks that no lab of any fabric is left. (Running them beside the static checks and the unit tests was
-  # tried: on 2 cores every lane slowed down and the canary_failure scenario passed 15 minutes.)
+  # Then three pytest processes side by side, each on lab fabrics and monitoring ports of its own: the two
+  # Molecule lanes at nice 10 (they saturate both cores with Ansible), and beside them, at normal priority, the lab
+  # tests that check decisions (monitoring cases, drains, rulebooks, the lease); those mostly wait, and the
+  # niceness keeps their agents' probes and timers from queueing behind the lanes' Ansible. The lanes' labs are
+  # built from the lab image and the sidecar wheel cached by the first group.
   lanes=$(mktemp -d "${TMPDIR:-/tmp}/netscale-test-lanes.XXXXXX")
-  step "pytest: the Molecule scenarios and the scoped rollout, two processes at a time (logs under $lanes)"
+  step "pytest: the Molecule lanes (nice 10) beside the lab tests that check decisions (logs under $lanes)"
   # background jobs start with SIGINT ignored; pytest gets its handler back so that a SIGINT runs the
   # tests' finalizers (labs torn down, processes killed by PID)
-  bg_pytest() { python -c 'import signal, sys, pytest
+  bg_pytest() { local niceness=$1; shift; nice -n "$niceness" python -c 'import signal, sys, pytest
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.exit(pytest.main(sys.argv[1:]))' "$@"; }
-  bg_pytest --durations=5 "$molecule_tests::test_molecule_canary_failure" "$scoped_test" > "$lanes/b1.log" 2>&1 &
+  # shellcheck disable=SC2086
+  bg_pytest 10 --durations=5 $lane1 > "$lanes/lane1.log" 2>&1 &
   b1=$!
-  bg_pytest --durations=5 "$molecule_tests::test_molecule_default_rollout" "$molecule_tests::test_molecule_nic_failure" \
-    "$slices_test" > "$lanes/b2.log" 2>&1 &
+  # shellcheck disable=SC2086
+  bg_pytest 10 --durations=5 $lane2 > "$lanes/lane2.log" 2>&1 &
   b2=$!
-  # a cancelled job (SIGINT/SIGTERM) stops both, with their clean-up
-  trap 'kill -INT "$b1" "$b2" 2>/dev/null || true; wait "$b1" "$b2" 2>/dev/null || true' EXIT
+  # shellcheck disable=SC2086
+  bg_pytest 0 --durations=10 $beside > "$lanes/beside.log" 2>&1 &
+  b3=$!
+  # a cancelled job (SIGINT/SIGTERM) stops all three, with their clean-up
+  trap 'kill -INT "$b1" "$b2" "$b3" 2>/dev/null || true; wait "$b1" "$b2" "$b3" 2>/dev/null || true' EXIT
   trap 'exit 130' INT TERM
-  rc_b1=0 rc_b2=0
+  rc_b1=0 rc_b2=0 rc_b3=0
   wait "$b1" || rc_b1=$?
   wait "$b2" || rc_b2=$?
+  wait "$b3" || rc_b3=$?
   trap - EXIT
-  step "canary_failure + scoped rollout (rc $rc_b1)"
-  cat "$lanes/b1.log"
-  step "default + nic_failure + AWX slices (rc $rc_b2)"
-  cat "$lanes/b2.log"
-  [ "$rc_b1" = 0 ] && [ "$rc_b2" = 0 ] || exit 1
+  step "lane 1: canary_failure + scoped rollout (rc $rc_b1)"
+  cat "$lanes/lane1.log"
+  step "lane 2: default + nic_failure + AWX slices (rc $rc_b2)"
+  cat "$lanes/lane2.log"
+  step "beside the lanes: monitoring, remediation, rulebook, lease, execution environment (rc $rc_b3)"
+  cat "$lanes/beside.log"
+  [ "$rc_b1" = 0 ] && [ "$rc_b2" = 0 ] && [ "$rc_b3" = 0 ] || exit 1
 fi

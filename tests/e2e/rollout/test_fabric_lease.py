@@ -37,6 +37,8 @@ import time
 import pytest
 import yaml
 
+from labkit.lab_vars import link_group_vars
+
 pytestmark = pytest.mark.e2e
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
@@ -167,10 +169,7 @@ def work(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.fail("the fabric lease e2e test needs root (namespaces, FRR, systemd lab hosts)")
     d = tmp_path_factory.mktemp("lease")
-    gv = d / "group_vars" / "all"
-    gv.mkdir(parents=True)
-    for name in ("lab.yml", "vault.yml"):
-        os.symlink(os.path.join(REPO, "inventories", "lab", "group_vars", "all", name), str(gv / name))
+    link_group_vars(d)
     (d / "fabric.yml").write_text(yaml.safe_dump(TOPOLOGY))
     t0 = time.monotonic()
     procs = []

@@ -88,7 +88,8 @@ def test_molecule_default_rollout():
     verbosity 3, idempotent, then one slice failing alone; no key anywhere."""
     work = "/tmp/mnr-molecule-default"
     shutil.rmtree(work, ignore_errors=True)
-    out = molecule("default", "mnrd", MULTINIC_MOLECULE_FABRIC="tests/e2e/rollout/fabric.yml", MULTINIC_WORK=work)
+    out = molecule("default", "mnrd", MULTINIC_MOLECULE_FABRIC="tests/e2e/rollout/fabric.yml",
+                   MULTINIC_MOLECULE_GROUP_VARS="tests/e2e/rollout/group_vars", MULTINIC_WORK=work)
     # converge + idempotence = two workflows, every job passed (verify asserted the last one in detail)
     reports = sorted(glob.glob(os.path.join(work, "reports", "*", "report.json")))
     assert len(reports) >= 6, reports

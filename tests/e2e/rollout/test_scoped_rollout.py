@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import pathlib
 import re
 import subprocess
 import time
@@ -32,6 +33,7 @@ import pytest
 import yaml
 
 from labkit import stack_lab   # the lab's command runner
+from labkit.lab_vars import link_group_vars
 
 pytestmark = pytest.mark.e2e
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -180,10 +182,7 @@ def work(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.fail("the scoped rollout e2e test needs root (namespaces, FRR, systemd lab hosts)")
     d = tmp_path_factory.mktemp("scoped")
-    gv = d / "group_vars" / "all"
-    gv.mkdir(parents=True)
-    for name in ("lab.yml", "vault.yml"):
-        os.symlink(os.path.join(REPO, "inventories", "lab", "group_vars", "all", name), str(gv / name))
+    gv = pathlib.Path(link_group_vars(d))
     # beside the default lane's labs in CI: this lab's monitoring takes its own port block
     (gv / "monitoring.yml").write_text("lab_monitoring_port: 19690\n")
     (d / "base.yml").write_text(yaml.safe_dump(BASE))
