@@ -42,9 +42,7 @@ def env():
 def prepare(work):
     """The fabric file (tests/e2e/rollout/fabric.yml renamed) and the lab's group_vars (MD5 keys from the
     vault, the relaxed detection timers, its own monitoring port) under ``work``; returns the topology path."""
-    gv = link_group_vars(work)
-    with open(os.path.join(gv, "monitoring.yml"), "w") as f:
-        f.write("lab_monitoring_port: %d\n" % MONITORING_PORT)
+    link_group_vars(work, monitoring_port=MONITORING_PORT)
     with open(os.path.join(REPO, "tests", "e2e", "rollout", "fabric.yml")) as f:
         text = f.read().replace("mnrd", FABRIC)
     path = os.path.join(work, "fabric.yml")

@@ -14,10 +14,11 @@ SHARED = os.path.join(REPO, "inventories", "lab", "group_vars", "all")
 RELAXED_TIMERS = os.path.join(REPO, "inventories", "lab", "shared", "relaxed_timers.yml")
 
 
-def link_group_vars(folder, relaxed_timers=True):
+def link_group_vars(folder, relaxed_timers=True, monitoring_port=None):
     """``folder``/group_vars/all with links to the lab's lab.yml and vault.yml (MD5 keys, BFD, consent flags)
-    and, unless ``relaxed_timers`` is false, to the relaxed detection timers, read after lab.yml. Returns the
-    group_vars/all path; links already there are kept."""
+    and, unless ``relaxed_timers`` is false, to the relaxed detection timers, read after lab.yml; with
+    ``monitoring_port``, a monitoring.yml giving the lab that port block (a lab that runs beside others). Returns
+    the group_vars/all path; links already there are kept."""
     gv = os.path.join(str(folder), "group_vars", "all")
     os.makedirs(gv, exist_ok=True)
     targets = [os.path.join(SHARED, name) for name in ("lab.yml", "vault.yml")]
@@ -27,4 +28,7 @@ def link_group_vars(folder, relaxed_timers=True):
         link = os.path.join(gv, os.path.basename(target))
         if not os.path.lexists(link):
             os.symlink(target, link)
+    if monitoring_port is not None:
+        with open(os.path.join(gv, "monitoring.yml"), "w") as f:
+            f.write("lab_monitoring_port: %d\n" % monitoring_port)
     return gv

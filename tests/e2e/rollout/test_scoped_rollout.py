@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import pathlib
 import re
 import subprocess
 import time
@@ -40,6 +39,8 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 FABRIC = "mnsc"
 STATE = "/run/netscale-multinic/lab/%s/state.json" % FABRIC
+# beside the other lane's and the 'beside' group's labs in CI (scripts/ci_groups.py): its own monitoring port block
+MONITORING_PORT = 19690
 
 BASE = {
     "plugin": "netscale.multinic.fabric",
@@ -182,9 +183,7 @@ def work(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.fail("the scoped rollout e2e test needs root (namespaces, FRR, systemd lab hosts)")
     d = tmp_path_factory.mktemp("scoped")
-    gv = pathlib.Path(link_group_vars(d))
-    # beside the default lane's labs in CI: this lab's monitoring takes its own port block
-    (gv / "monitoring.yml").write_text("lab_monitoring_port: 19690\n")
+    link_group_vars(d, monitoring_port=MONITORING_PORT)
     (d / "base.yml").write_text(yaml.safe_dump(BASE))
     (d / "grown.yml").write_text(yaml.safe_dump(grown()))
     try:

@@ -51,5 +51,6 @@ def test_link_group_vars_of_a_fabric_written_at_run_time(tmp_path):
     gv = link_group_vars(tmp_path)
     assert sorted(os.listdir(gv)) == ["lab.yml", "relaxed_timers.yml", "vault.yml"]
     assert link_group_vars(tmp_path) == gv   # links already there are kept
-    plain = link_group_vars(tmp_path / "fifty", relaxed_timers=False)
-    assert sorted(os.listdir(plain)) == ["lab.yml", "vault.yml"]
+    plain = link_group_vars(tmp_path / "fifty", relaxed_timers=False, monitoring_port=20990)
+    assert sorted(os.listdir(plain)) == ["lab.yml", "monitoring.yml", "vault.yml"]
+    assert _load(os.path.join(plain, "monitoring.yml")) == {"lab_monitoring_port": 20990}
