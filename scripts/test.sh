@@ -27,24 +27,47 @@ export PYTHONDONTWRITEBYTECODE=1
 
 step() { printf '\n=== %s\n' "$*"; }
 
-if [ $run_static = 1 ]; then
-  bash scripts/check-static.sh
-fi
+# The static checks, then the unit and integration tests (two pytest processes, no lab).
+checks() {
+  if [ $run_static = 1 ]; then
+    bash scripts/check-static.sh
+  fi
+  step "pytest: unit and integration tests, two processes (no lab)"
+  python -m pytest -q -n 2 tests/unit tests/integration
+}
 
-step "pytest: unit and integration tests, two processes (no lab)"
-python -m pytest -q -n 2 tests/unit tests/integration
-
-if [ $run_e2e = 1 ]; then
+if [ $run_e2e = 0 ]; then
+  checks
+else
+  # The checks run beside the first lab group, in a session of their own at idle priority (SCHED_IDLE: they get a
+  # core only when the lab tests leave it idle, and those leave about one of the two idle); the lab tests run
+  # whatever the checks find, and the job fails at the end if either failed.
+  checks_log=$(mktemp "${TMPDIR:-/tmp}/netscale-test-checks.XXXXXX")
+  step "static checks and unit tests at idle priority, beside the first lab group (log: $checks_log, shown below)"
+  export -f checks step
+  export run_static
+  setsid -w chrt --idle 0 bash -c 'set -euo pipefail; checks' > "$checks_log" 2>&1 &
+  checks_pid=$!
+  # a cancelled job stops the checks too (their session, so ansible-test's and pytest's children go as well)
+  trap 'kill -TERM -- "-$checks_pid" 2>/dev/null || true; wait "$checks_pid" 2>/dev/null || true' EXIT
+  trap 'exit 130' INT TERM
   # The lab tests in groups (scripts/ci_groups.py says which test is where, and why); assignments, so that set -e
   # stops here if the script fails (an empty list would make pytest collect everything)
   alone=$(python scripts/ci_groups.py alone)
   lane1=$(python scripts/ci_groups.py lane1)
   lane2=$(python scripts/ci_groups.py lane2)
   beside=$(python scripts/ci_groups.py beside)
-  step "pytest: the lab tests that time traffic, BFD or the datapath, alone on the machine"
+  step "pytest: the lab tests that time traffic, BFD or the datapath, alone on the machine (but for the idle checks)"
   # the slowest tests are listed at the end (where CI time goes)
+  rc_alone=0
   # shellcheck disable=SC2086   # a group's paths, one word each
-  python -m pytest --durations=15 $alone
+  python -m pytest --durations=15 $alone || rc_alone=$?
+  rc_checks=0
+  wait "$checks_pid" || rc_checks=$?
+  trap - EXIT
+  step "static checks and unit tests (rc $rc_checks)"
+  cat "$checks_log"
+  [ "$rc_checks" = 0 ] && [ "$rc_alone" = 0 ] || { echo "failed: checks rc $rc_checks, first lab group rc $rc_alone"; exit 1; }
 
   # Then three pytest processes side by side, each on lab fabrics and monitoring ports of its own: the two
   # Molecule lanes at nice 10 (they saturate both cores with Ansible), and beside them, at normal priority, the lab
