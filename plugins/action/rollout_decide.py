@@ -14,7 +14,7 @@ from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-from ansible_collections.netscale.multinic.plugins.module_utils.rollout import decide
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import decide, scope
 from ansible_collections.netscale.multinic.plugins.modules.rollout_decide import ARGUMENT_SPEC
 
 _MISSING = object()
@@ -118,6 +118,7 @@ class ActionModule(ActionBase):
         return out
 
     def _names(self, args, task_vars):
+        scope.check_mode_value(args["scope"])   # before anything is named or taken
         out = decide.names(time.time(), args.get("rollout_id") or "", task_vars.get("awx_job_id"),
                            task_vars.get("awx_workflow_job_id"))
         out["topology"] = args.get("topology") or self._topology(task_vars)
@@ -228,8 +229,21 @@ class ActionModule(ActionBase):
 
     def _frr(self, args, task_vars):
         name = self._fact_names(args)["frr"]
-        return {"down": decide.frr_problems(args["hosts"], dict(
+        out = {"down": decide.frr_problems(args["hosts"], dict(
             (h, self._fact(task_vars, h, name)) for h in args["hosts"]))}
+        if out["down"]:
+            out["journal"], out["events"], out["stop"] = decide.preflight_stop(out["down"], args["rollout_id"])
+        return out
+
+    def _spine_gates(self, args, _task_vars):
+        out = decide.spine_gates(args["tor"], args["results"])
+        if out["msg"]:
+            out["failed"] = True
+        return out
+
+    def _tor_failed(self, args, _task_vars):
+        return decide.tor_failed(args["tor"], args["backup_dir"], args["failed_task"], args["failed_msg"],
+                                 args["rollout_id"])
 
     def _approve(self, args, _task_vars):
         return {"verdict": decide.approve(args["wave_verdict"], args["approved"], args["user_input"])}

@@ -47,9 +47,34 @@ options:
     description: What to decide.
     type: str
     required: true
-    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end, frr]
+    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end, frr, spine_gates, tor_failed]
   rollout_id:
-    description: V(names) - the rollout to resume (empty - a new one).
+    description: >-
+      V(names) - the rollout to resume (empty - a new one). V(frr), V(tor_failed) - the rollout named in the stop
+      message (how to resume or roll back).
+    type: str
+    default: ""
+  scope:
+    description: V(names) - C(rollout_scope), checked first - V(all) or V(changed).
+    type: str
+    default: all
+  tor:
+    description: V(spine_gates), V(tor_failed) - the ToR of the phase.
+    type: str
+  results:
+    description: V(spine_gates) - the registered results of the spine_task_routes gates, one per spine.
+    type: list
+    elements: raw
+    default: []
+  backup_dir:
+    description: V(tor_failed) - where the ToRs' pre-change copies are (C(rollout_tor_backup_dir)).
+    type: path
+  failed_task:
+    description: V(tor_failed) - the name of the task that failed (C(ansible_failed_task.name)).
+    type: str
+    default: "?"
+  failed_msg:
+    description: V(tor_failed) - its message (C(ansible_failed_result.msg)).
     type: str
     default: ""
   report_root:
@@ -265,8 +290,10 @@ over_budget:
   returned: decision=account
   type: bool
 journal:
-  description: V(account), V(wave_end) - the journal records of this step (O(netscale.multinic.rollout_journal#module:items)).
-  returned: decision=account or decision=wave_end
+  description: >-
+    V(account), V(wave_end) - the journal records of this step (O(netscale.multinic.rollout_journal#module:items));
+    V(frr) with devices down - the preflight_failed event; V(tor_failed) - the ToR's restored record.
+  returned: decision=account or decision=wave_end or decision=frr or decision=tor_failed
   type: list
   elements: dict
 verdict:
@@ -305,13 +332,15 @@ started:
 events:
   description: >-
     V(account) at V(start) - the report's wave start; V(wave_end) - the wave's report event, and a failed wave's
-    finish (M(netscale.multinic.rollout_journal)'s O(netscale.multinic.rollout_journal#module:report)).
-  returned: decision=account or decision=wave_end
+    finish (M(netscale.multinic.rollout_journal)'s O(netscale.multinic.rollout_journal#module:report)); V(frr) with
+    devices down, V(tor_failed) - the report's finish.
+  returned: decision=account or decision=wave_end or decision=frr or decision=tor_failed
   type: list
   elements: dict
 stop:
-  description: V(wave_end) of a failed wave - the message the run stops with.
-  returned: decision=wave_end and the wave failed
+  description: >-
+    The message the run stops with - V(wave_end) of a failed wave, V(frr) with devices down, V(tor_failed).
+  returned: decision=wave_end and the wave failed, decision=frr with devices down, decision=tor_failed
   type: str
 failed_journal:
   description: V(verdict) - the journal records of the wave's hosts if it fails (with their errors).
@@ -328,13 +357,32 @@ down:
   returned: decision=frr
   type: list
   elements: str
+gates:
+  description: V(spine_gates) - the spine_task_routes gates that ran (C(target) - V(spines)), for the report.
+  returned: decision=spine_gates
+  type: list
+  elements: dict
+error:
+  description: V(tor_failed) - C(<tor>: '<task>' failed: <message>).
+  returned: decision=tor_failed
+  type: str
+msg:
+  description: V(spine_gates) - why the ToR phase fails (a spine carries task routes; the task fails), else empty.
+  returned: decision=spine_gates
+  type: str
 """
 
 ARGUMENT_SPEC = dict(
     decision=dict(type="str", required=True,
                   choices=["names", "inventory", "budget", "account", "verdict", "approve", "restore_tors",
-                           "wave_end", "frr"]),
+                           "wave_end", "frr", "spine_gates", "tor_failed"]),
     rollout_id=dict(type="str", default=""),
+    scope=dict(type="str", default="all"),
+    tor=dict(type="str"),
+    results=dict(type="list", elements="raw", default=[]),
+    backup_dir=dict(type="path"),
+    failed_task=dict(type="str", default="?"),
+    failed_msg=dict(type="str", default=""),
     report_root=dict(type="path"),
     journal_dir=dict(type="path"),
     topology=dict(type="path"),

@@ -284,3 +284,52 @@ def test_frr_answers_read_by_name(tmp_path):
     p, tasks = _run(tmp_path, play, "t1,t2", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     assert tasks["frr"]["t1"]["down"] == ["t1: no output", "t2: bgpd down"]
+
+
+def test_preflight_and_tor_phase_stops(tmp_path):
+    """The stops of the preflight and the ToR phase through Ansible: a bad rollout_scope is refused before anything
+    is named, devices whose FRR does not answer come with their journal event and stop message, a spine gate that
+    did not pass fails the task (the ToR phase's rescue), a ToR failure names the task and the rollout."""
+    play = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.shell: "{{ 'echo {}' if inventory_hostname == 't1' else 'echo bgpd down >&2; exit 1' }}"
+      register: __rollout_frr_reach
+      changed_when: false
+      failed_when: false
+    - name: frr
+      netscale.multinic.rollout_decide: {decision: frr, hosts: "{{ ansible_play_hosts_all }}", rollout_id: rid}
+      run_once: true
+    - name: scope
+      netscale.multinic.rollout_decide: {decision: names, scope: some, report_root: /nonexistent}
+      run_once: true
+      ignore_errors: true
+    - name: spines
+      netscale.multinic.rollout_decide:
+        decision: spine_gates
+        tor: "{{ inventory_hostname }}"
+        results: [{verdict: pass, values: {}}, {verdict: fail, values: {routes: [x]}}]
+      ignore_errors: true
+    - name: tor
+      netscale.multinic.rollout_decide:
+        decision: tor_failed
+        tor: "{{ inventory_hostname }}"
+        backup_dir: /b
+        failed_task: Apply
+        failed_msg: frr-reload.py --reload failed
+        rollout_id: rid
+"""
+    p, tasks = _run(tmp_path, play, "t1,t2", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    frr = tasks["frr"]["t1"]
+    assert frr["down"] == ["t2: bgpd down"] and frr["journal"][0]["devices"] == ["t2: bgpd down"]
+    assert frr["events"][0]["data"]["failed_wave"] == "preflight"
+    assert frr["stop"].startswith("FRR not answering on t2: bgpd down. Nothing was changed by this job.")
+    assert tasks["scope"]["t1"]["failed"] and "rollout_scope='some'" in tasks["scope"]["t1"]["msg"]
+    assert "run_id" not in tasks["scope"]["t1"]
+    spines = tasks["spines"]["t2"]
+    assert spines["failed"] and spines["msg"] == "spine_task_routes failed after t2: [{'routes': ['x']}]"
+    tor = tasks["tor"]["t1"]
+    assert tor["error"] == "t1: 'Apply' failed: frr-reload.py --reload failed" and not tor.get("failed")
+    assert tor["journal"][0]["state"] == "restored" and "-e rollout_id=rid" in tor["stop"]

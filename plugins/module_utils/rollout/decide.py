@@ -14,6 +14,8 @@ steps and call ``netscale.multinic.rollout_decide``, which calls these.
 - :func:`inventory`: the preflight's inventory sanity and TCP-MD5 checks over the inventory data, and
   whether this job (an AWX fleet slice) holds no GPU host of the recorded waves (nothing to deploy).
 - :func:`restore_tors`: the ToRs a failed wave restores.
+- :func:`preflight_stop`, :func:`spine_gates`, :func:`tor_failed`: the preflight and ToR phase stops (journal
+  records, report events, the message a job stops with).
 
 Resume eligibility lives in :mod:`.journal` (``open_plan``), change scope in :mod:`.scope`, wave planning
 in :mod:`.waves`.
@@ -339,3 +341,42 @@ def stop(wave, failed_hosts, acct_gates, journal_path, report_dir, rollout_id):
                    ("; unreachable %s beyond rollout_max_unreachable=%s" % (lost, limit)) if acct_gates["over_budget"] else "",
                    rollout_id, wave, rollout_id))
     return finish, message
+
+
+def preflight_stop(down, rollout_id):
+    """Devices whose FRR does not answer (:func:`frr_problems`) stop a job in its preflight, before any change: the
+    journal event, the report's ``finish`` event and the message the job stops with."""
+    where = "; ".join(down)
+    journal = [{"_record": "event", "kind": "preflight_failed", "devices": list(down)}]
+    events = [{"event": "finish", "data": {
+        "status": "failed", "failed_wave": "preflight",
+        "message": "FRR not answering on %s; nothing was changed by this job" % where}}]
+    stop = ("FRR not answering on %s. Nothing was changed by this job. Start the daemon (e.g. systemctl restart frr on "
+            "the device), then resume with -e rollout_id=%s, or undo what earlier jobs did with playbooks/rollback.yml "
+            "-e rollout_id=%s." % (where, rollout_id, rollout_id))
+    return journal, events, stop
+
+
+def spine_gates(tor, results):
+    """The spine_task_routes gates run after a ToR's policy (``results``: the registered loop's results, one per
+    spine, skipped ones without a verdict): the gates for the report (``target: spines``) and, when a spine
+    carries task routes (the ToR policy leaks), the message that fails the ToR phase."""
+    gates = [dict(r, target="spines") for r in results or [] if isinstance(r, dict) and "verdict" in r]
+    failing = [r.get("values") for r in gates if r["verdict"] != "pass"]
+    return {"gates": gates, "msg": "spine_task_routes failed after %s: %s" % (tor, failing) if failing else ""}
+
+
+def tor_failed(tor, backup_dir, failed_task, failed_msg, rollout_id):
+    """A ToR whose phase failed is restored from its pre-change copy and the rollout stops: the error, the journal
+    record (``restored``), the report's ``finish`` event and the stop message. ToRs of earlier racks keep the new
+    policy; no host was deployed yet."""
+    error = "%s: '%s' failed: %s" % (tor, failed_task or "?", truncate(failed_msg or "", 300))
+    backup = "%s/%s.conf" % (backup_dir, tor)
+    journal = [{"_record": "tor", "name": tor, "state": "restored", "error": error, "backup": backup}]
+    events = [{"event": "finish", "data": {
+        "status": "failed", "failed_wave": "tor",
+        "message": "%s; restored from its pre-change copy; the rollout stopped" % error}}]
+    stop = ("%s. The ToR was restored from its pre-change copy (%s); ToRs of earlier racks keep the new policy (hosts "
+            "were not deployed yet). Fix, then resume with -e rollout_id=%s (the original copies are kept), or undo "
+            "the ToRs with playbooks/rollback.yml -e rollout_id=%s." % (error, backup_dir, rollout_id, rollout_id))
+    return {"error": error, "journal": journal, "events": events, "stop": stop}

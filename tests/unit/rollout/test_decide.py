@@ -315,3 +315,35 @@ def test_failed_record_and_stop_messages():
     finish, msg = decide.stop("w", ["a"], {"lost": [], "budget": 1, "over_budget": False}, "/j", "/r", "rid")
     assert finish["message"] == "wave w failed on ['a']; rolled back; earlier waves stay; journal /j"
     assert "report: /r/report.md. Fix" in msg
+
+
+def test_preflight_stop_names_every_device_and_how_to_go_on():
+    journal, events, stop = decide.preflight_stop(["t2: bgpd is not running", "s1: gone"], "rid")
+    assert journal == [{"_record": "event", "kind": "preflight_failed",
+                        "devices": ["t2: bgpd is not running", "s1: gone"]}]
+    assert events == [{"event": "finish", "data": {
+        "status": "failed", "failed_wave": "preflight",
+        "message": "FRR not answering on t2: bgpd is not running; s1: gone; nothing was changed by this job"}}]
+    assert stop.startswith("FRR not answering on t2: bgpd is not running; s1: gone. Nothing was changed by this job.")
+    assert stop.count("-e rollout_id=rid") == 2 and "playbooks/rollback.yml" in stop
+
+
+def test_spine_gates_fail_only_on_a_gate_that_did_not_pass():
+    ran = [{"verdict": "pass", "values": {}}, {"skipped": True}, {"verdict": "fail", "values": {"routes": ["x"]}}]
+    out = decide.spine_gates("t1", ran)
+    assert [g["target"] for g in out["gates"]] == ["spines", "spines"]
+    assert out["msg"] == "spine_task_routes failed after t1: [{'routes': ['x']}]"
+    assert decide.spine_gates("t1", ran[:2])["msg"] == ""
+    # check mode: the gates did not run (skipped results only) - nothing to report, nothing fails
+    assert decide.spine_gates("t1", [{"skipped": True, "changed": False}]) == {"gates": [], "msg": ""}
+
+
+def test_tor_failed_record_report_and_stop():
+    out = decide.tor_failed("t1", "/b", "Apply the ToR policy", "x " * 400, "rid")
+    assert out["error"].startswith("t1: 'Apply the ToR policy' failed: x x") and out["error"].endswith("...")
+    assert out["journal"] == [{"_record": "tor", "name": "t1", "state": "restored", "error": out["error"],
+                               "backup": "/b/t1.conf"}]
+    assert out["events"][0]["data"]["failed_wave"] == "tor"
+    assert out["events"][0]["data"]["message"].endswith("; restored from its pre-change copy; the rollout stopped")
+    assert "restored from its pre-change copy (/b)" in out["stop"] and out["stop"].count("-e rollout_id=rid") == 2
+    assert decide.tor_failed("t1", "/b", None, None, "rid")["error"] == "t1: '?' failed: "
