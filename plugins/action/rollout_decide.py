@@ -195,6 +195,9 @@ class ActionModule(ActionBase):
         host_var = self._fact_names(args)["host"]
         tors = [(self._fact(task_vars, h, host_var) or {}).get("tor") for h in out["failed_hosts"]]
         out["failed_tors"] = [t for t in dict.fromkeys(tors) if t is not None]
+        if args["all_waves"] and out["verdict"] not in ("pass", "check"):   # an inconclusive one may yet fail
+            out["restore"] = decide.restore_tors(args["all_waves"], args["wave"], args["rack_tors"], args["tors"],
+                                                 args["skip_tors"])
         return out
 
     def _wave_end(self, args, task_vars):
@@ -205,8 +208,11 @@ class ActionModule(ActionBase):
         per_host = dict((h, {"error": errors[h], "warnings": f.get("warnings"), "gates": f.get("gates_results"),
                              "restored": self._restored(f)}) for h, f in facts.items())
         started = args["started"] if args["started"] is not None else args["start"].get("started")
+        restored = args["restored_tors"]
+        if restored is None:   # a failed wave restored the ToRs its verdict named
+            restored = (args["gates"].get("restore") or []) if args["wave_verdict"] == "fail" else []
         out = decide.wave_end(args["wave"], wave_hosts, args["batch"], args["deploy"], args["gates"],
-                              args["wave_verdict"], args["failed_hosts"], per_host, args["restored_tors"],
+                              args["wave_verdict"], args["failed_hosts"], per_host, restored,
                               started=started, ended=round(time.time(), 9))
         wave_event = {"event": "wave", "data": out["report"]}
         if args["share_tolerance"] is not None:
@@ -235,8 +241,8 @@ class ActionModule(ActionBase):
             out["journal"], out["events"], out["stop"] = decide.preflight_stop(out["down"], args["rollout_id"])
         return out
 
-    def _spine_gates(self, args, _task_vars):
-        out = decide.spine_gates(args["tor"], args["results"])
+    def _tor_configured(self, args, _task_vars):
+        out = decide.tor_configured(args["tor"], args["rack"], args["changed"], args["backup_dir"], args["results"])
         if out["msg"]:
             out["failed"] = True
         return out

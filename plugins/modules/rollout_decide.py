@@ -47,7 +47,7 @@ options:
     description: What to decide.
     type: str
     required: true
-    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end, frr, spine_gates, tor_failed]
+    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end, frr, tor_configured, tor_failed]
   rollout_id:
     description: >-
       V(names) - the rollout to resume (empty - a new one). V(frr), V(tor_failed) - the rollout named in the stop
@@ -59,15 +59,22 @@ options:
     type: str
     default: all
   tor:
-    description: V(spine_gates), V(tor_failed) - the ToR of the phase.
+    description: V(tor_configured), V(tor_failed) - the ToR of the phase.
     type: str
+  rack:
+    description: V(tor_configured) - the ToR's rack (C(multinic_rack.name)).
+    type: str
+  changed:
+    description: V(tor_configured) - the ToR's running config differs from the one before the policy.
+    type: bool
+    default: false
   results:
-    description: V(spine_gates) - the registered results of the spine_task_routes gates, one per spine.
+    description: V(tor_configured) - the registered results of the spine_task_routes gates, one per spine.
     type: list
     elements: raw
     default: []
   backup_dir:
-    description: V(tor_failed) - where the ToRs' pre-change copies are (C(rollout_tor_backup_dir)).
+    description: V(tor_configured), V(tor_failed) - where the ToRs' pre-change copies are (C(rollout_tor_backup_dir)).
     type: path
   failed_task:
     description: V(tor_failed) - the name of the task that failed (C(ansible_failed_task.name)).
@@ -94,7 +101,7 @@ options:
     type: raw
     default: 0
   wave:
-    description: Name of the wave (V(account), V(restore_tors)).
+    description: Name of the wave (V(account), V(verdict), V(restore_tors), V(wave_end)).
     type: str
   hosts:
     description: Hosts of the wave, in wave order (V(account), V(verdict), V(wave_end)); V(frr) - the devices.
@@ -140,21 +147,23 @@ options:
     type: str
     default: ""
   all_waves:
-    description: V(restore_tors) - every wave of the rollout (C(name), C(racks)), in order.
+    description: >-
+      V(restore_tors), V(verdict) - every wave of the rollout (C(name), C(racks)), in order; with it a V(verdict)
+      other than pass also names the ToRs to restore (C(restore)).
     type: list
     elements: dict
     default: []
   rack_tors:
-    description: V(restore_tors) - ToR of each rack.
+    description: V(restore_tors), V(verdict) - ToR of each rack.
     type: dict
     default: {}
   tors:
-    description: V(restore_tors) - the ToRs this rollout configures.
+    description: V(restore_tors), V(verdict) - the ToRs this rollout configures.
     type: list
     elements: str
     default: []
   skip_tors:
-    description: V(restore_tors) - this job skips the ToRs (restores none).
+    description: V(restore_tors), V(verdict) - this job skips the ToRs (restores none).
     type: bool
     default: false
   deploy:
@@ -171,10 +180,10 @@ options:
     elements: str
     default: []
   restored_tors:
-    description: V(wave_end) - the ToRs a failed wave restored.
+    description: V(wave_end) - the ToRs a failed wave restored; default - those the O(gates) verdict named (its
+      C(restore)) when O(wave_verdict) is V(fail), else none.
     type: list
     elements: str
-    default: []
   started:
     description: V(wave_end) - when the wave started (seconds since the epoch); default the O(start) result's.
     type: float
@@ -292,8 +301,9 @@ over_budget:
 journal:
   description: >-
     V(account), V(wave_end) - the journal records of this step (O(netscale.multinic.rollout_journal#module:items));
-    V(frr) with devices down - the preflight_failed event; V(tor_failed) - the ToR's restored record.
-  returned: decision=account or decision=wave_end or decision=frr or decision=tor_failed
+    V(frr) with devices down - the preflight_failed event; V(tor_configured) - the ToR's configured record;
+    V(tor_failed) - its restored record.
+  returned: decision=account or decision=wave_end or decision=frr or decision=tor_configured or decision=tor_failed
   type: list
   elements: dict
 verdict:
@@ -310,8 +320,8 @@ report:
   returned: decision=wave_end
   type: dict
 restore:
-  description: V(restore_tors) - the ToRs to restore.
-  returned: decision=restore_tors
+  description: V(restore_tors), V(verdict) given O(all_waves) and not passing - the ToRs to restore.
+  returned: decision=restore_tors, or decision=verdict with all_waves and a verdict other than pass
   type: list
   elements: str
 ansible_facts:
@@ -333,8 +343,8 @@ events:
   description: >-
     V(account) at V(start) - the report's wave start; V(wave_end) - the wave's report event, and a failed wave's
     finish (M(netscale.multinic.rollout_journal)'s O(netscale.multinic.rollout_journal#module:report)); V(frr) with
-    devices down, V(tor_failed) - the report's finish.
-  returned: decision=account or decision=wave_end or decision=frr or decision=tor_failed
+    devices down, V(tor_failed) - the report's finish; V(tor_configured) - the report's ToR event.
+  returned: decision=account or decision=wave_end or decision=frr or decision=tor_configured or decision=tor_failed
   type: list
   elements: dict
 stop:
@@ -358,8 +368,8 @@ down:
   type: list
   elements: str
 gates:
-  description: V(spine_gates) - the spine_task_routes gates that ran (C(target) - V(spines)), for the report.
-  returned: decision=spine_gates
+  description: V(tor_configured) - the spine_task_routes gates that ran (C(target) - V(spines)), for the report.
+  returned: decision=tor_configured
   type: list
   elements: dict
 error:
@@ -367,18 +377,20 @@ error:
   returned: decision=tor_failed
   type: str
 msg:
-  description: V(spine_gates) - why the ToR phase fails (a spine carries task routes; the task fails), else empty.
-  returned: decision=spine_gates
+  description: V(tor_configured) - why the ToR phase fails (a spine carries task routes; the task fails), else empty.
+  returned: decision=tor_configured
   type: str
 """
 
 ARGUMENT_SPEC = dict(
     decision=dict(type="str", required=True,
                   choices=["names", "inventory", "budget", "account", "verdict", "approve", "restore_tors",
-                           "wave_end", "frr", "spine_gates", "tor_failed"]),
+                           "wave_end", "frr", "tor_configured", "tor_failed"]),
     rollout_id=dict(type="str", default=""),
     scope=dict(type="str", default="all"),
     tor=dict(type="str"),
+    rack=dict(type="str"),
+    changed=dict(type="bool", default=False),
     results=dict(type="list", elements="raw", default=[]),
     backup_dir=dict(type="path"),
     failed_task=dict(type="str", default="?"),
@@ -405,7 +417,7 @@ ARGUMENT_SPEC = dict(
     deploy=dict(type="dict", default={}),
     gates=dict(type="dict", default={}),
     failed_hosts=dict(type="list", elements="str", default=[]),
-    restored_tors=dict(type="list", elements="str", default=[]),
+    restored_tors=dict(type="list", elements="str"),
     started=dict(type="float"),
     start=dict(type="dict", default={}),
     share_tolerance=dict(type="float"),

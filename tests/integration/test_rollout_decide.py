@@ -307,10 +307,37 @@ def test_preflight_and_tor_phase_stops(tmp_path):
       ignore_errors: true
     - name: spines
       netscale.multinic.rollout_decide:
-        decision: spine_gates
+        decision: tor_configured
         tor: "{{ inventory_hostname }}"
+        rack: r1
+        backup_dir: /b
         results: [{verdict: pass, values: {}}, {verdict: fail, values: {routes: [x]}}]
       ignore_errors: true
+    - ansible.builtin.set_fact:
+        health_gates_verdict: "{{ 'fail' if inventory_hostname == 't2' else 'pass' }}"
+        multinic_host: {tor: "{{ inventory_hostname }}-tor"}
+    - name: verdict
+      netscale.multinic.rollout_decide:
+        decision: verdict
+        wave: w2
+        hosts: [t1, t2]
+        batch: "{{ ansible_play_batch }}"
+        all_waves: [{name: w1, racks: [r1]}, {name: w2, racks: [r1, r2]}, {name: w3, racks: [r3]}]
+        rack_tors: {r1: t1-tor, r2: t2-tor, r3: t3-tor}
+        tors: [t1-tor, t2-tor, t3-tor]
+      run_once: true
+      register: verdict
+    - name: end
+      netscale.multinic.rollout_decide:
+        decision: wave_end
+        wave: w2
+        hosts: [t1, t2]
+        batch: [t1, t2]
+        deploy: {messages: []}
+        gates: "{{ verdict }}"
+        wave_verdict: fail
+        failed_hosts: [t2]
+      run_once: true
     - name: tor
       netscale.multinic.rollout_decide:
         decision: tor_failed
@@ -330,6 +357,11 @@ def test_preflight_and_tor_phase_stops(tmp_path):
     assert "run_id" not in tasks["scope"]["t1"]
     spines = tasks["spines"]["t2"]
     assert spines["failed"] and spines["msg"] == "spine_task_routes failed after t2: [{'routes': ['x']}]"
+    assert spines["events"][0]["data"]["gates"][1]["target"] == "spines"
+    # a wave that does not pass names the ToRs to restore: not r1's (a host of the passed wave w1 lives there)
+    verdict = tasks["verdict"]["t1"]
+    assert verdict["verdict"] == "fail" and verdict["restore"] == ["t2-tor", "t3-tor"]
+    assert tasks["end"]["t1"]["report"]["rollback"]["tors_restored"] == ["t2-tor", "t3-tor"], tasks["end"]["t1"]
     tor = tasks["tor"]["t1"]
     assert tor["error"] == "t1: 'Apply' failed: frr-reload.py --reload failed" and not tor.get("failed")
     assert tor["journal"][0]["state"] == "restored" and "-e rollout_id=rid" in tor["stop"]

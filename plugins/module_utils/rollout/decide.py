@@ -14,8 +14,8 @@ steps and call ``netscale.multinic.rollout_decide``, which calls these.
 - :func:`inventory`: the preflight's inventory sanity and TCP-MD5 checks over the inventory data, and
   whether this job (an AWX fleet slice) holds no GPU host of the recorded waves (nothing to deploy).
 - :func:`restore_tors`: the ToRs a failed wave restores.
-- :func:`preflight_stop`, :func:`spine_gates`, :func:`tor_failed`: the preflight and ToR phase stops (journal
-  records, report events, the message a job stops with).
+- :func:`preflight_stop`, :func:`tor_configured`, :func:`tor_failed`: the preflight stop, a ToR's spine gates and
+  records, a failed ToR phase (journal records, report events, the message a job stops with).
 
 Resume eligibility lives in :mod:`.journal` (``open_plan``), change scope in :mod:`.scope`, wave planning
 in :mod:`.waves`.
@@ -357,13 +357,18 @@ def preflight_stop(down, rollout_id):
     return journal, events, stop
 
 
-def spine_gates(tor, results):
-    """The spine_task_routes gates run after a ToR's policy (``results``: the registered loop's results, one per
-    spine, skipped ones without a verdict): the gates for the report (``target: spines``) and, when a spine
-    carries task routes (the ToR policy leaks), the message that fails the ToR phase."""
+def tor_configured(tor, rack, changed, backup_dir, results):
+    """A ToR's policy applied: the spine_task_routes gates run after it (``results``: the registered loop's results,
+    one per spine; skipped ones - check mode - carry no verdict) with ``target: spines``; when a spine carries task
+    routes (the ToR policy leaks) ``msg`` says why and the ToR phase fails; else the ToR's ``configured`` journal
+    record and report event (``changed``: its running config differs from the one before)."""
     gates = [dict(r, target="spines") for r in results or [] if isinstance(r, dict) and "verdict" in r]
     failing = [r.get("values") for r in gates if r["verdict"] != "pass"]
-    return {"gates": gates, "msg": "spine_task_routes failed after %s: %s" % (tor, failing) if failing else ""}
+    backup = "%s/%s.conf" % (backup_dir, tor)
+    return {"gates": gates, "msg": "spine_task_routes failed after %s: %s" % (tor, failing) if failing else "",
+            "journal": [{"_record": "tor", "name": tor, "state": "configured", "backup": backup}],
+            "events": [{"event": "tor", "data": {"name": tor, "rack": rack, "changed": bool(changed),
+                                                 "backup": backup, "gates": gates}}]}
 
 
 def tor_failed(tor, backup_dir, failed_task, failed_msg, rollout_id):

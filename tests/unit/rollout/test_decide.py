@@ -328,14 +328,19 @@ def test_preflight_stop_names_every_device_and_how_to_go_on():
     assert stop.count("-e rollout_id=rid") == 2 and "playbooks/rollback.yml" in stop
 
 
-def test_spine_gates_fail_only_on_a_gate_that_did_not_pass():
+def test_tor_configured_fails_only_on_a_spine_gate_that_did_not_pass():
     ran = [{"verdict": "pass", "values": {}}, {"skipped": True}, {"verdict": "fail", "values": {"routes": ["x"]}}]
-    out = decide.spine_gates("t1", ran)
+    out = decide.tor_configured("t1", "r1", True, "/b", ran)
     assert [g["target"] for g in out["gates"]] == ["spines", "spines"]
     assert out["msg"] == "spine_task_routes failed after t1: [{'routes': ['x']}]"
-    assert decide.spine_gates("t1", ran[:2])["msg"] == ""
+    ok = decide.tor_configured("t1", "r1", "True", "/b", ran[:2])
+    assert ok["msg"] == ""
+    assert ok["journal"] == [{"_record": "tor", "name": "t1", "state": "configured", "backup": "/b/t1.conf"}]
+    assert ok["events"] == [{"event": "tor", "data": {"name": "t1", "rack": "r1", "changed": True, "backup": "/b/t1.conf",
+                                                      "gates": [dict(ran[0], target="spines")]}}]
     # check mode: the gates did not run (skipped results only) - nothing to report, nothing fails
-    assert decide.spine_gates("t1", [{"skipped": True, "changed": False}]) == {"gates": [], "msg": ""}
+    check = decide.tor_configured("t1", "r1", False, "/b", [{"skipped": True, "changed": False}])
+    assert check["gates"] == [] and check["msg"] == "" and check["events"][0]["data"]["changed"] is False
 
 
 def test_tor_failed_record_report_and_stop():
