@@ -299,13 +299,13 @@ def reach_marks(hosts, results, known=(), step="start"):
 
 def frr_problems(hosts, results):
     """Devices whose FRR did not answer ``vtysh -c 'show bgp summary json'`` (``results``: ``{host: the
-    command's result or None}``): ``"<host>: <stderr, msg or 'no output'>"`` each, ``"not checked"`` for a
+    command's result or None}``): ``"<host>: <stderr, msg or 'no output'>"`` each, ``"<host>: not checked"`` for a
     device without a result."""
     out = []
     for h in hosts or []:
         r = results.get(h)
         if not isinstance(r, dict):
-            out.append("not checked")
+            out.append("%s: not checked" % h)
             continue
         rc = r.get("rc", 1)
         if not r.get("unreachable") and not rc and str(r.get("stdout") or "").strip():

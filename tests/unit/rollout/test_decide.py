@@ -292,7 +292,7 @@ def test_frr_problems():
     results = {"t1": {"rc": 0, "stdout": "{}"}, "t2": {"rc": 1, "stderr": " bgpd is not running \n"},
                "t3": {"unreachable": True, "msg": "gone"}, "t4": {"rc": 0, "stdout": " "}}
     assert decide.frr_problems(["t1", "t2", "t3", "t4", "t5"], results) == [
-        "t2: bgpd is not running", "t3: gone", "t4: no output", "not checked"]
+        "t2: bgpd is not running", "t3: gone", "t4: no output", "t5: not checked"]
 
 
 def test_host_errors_last_word_wins_as_the_facts_did():
