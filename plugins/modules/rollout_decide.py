@@ -373,7 +373,7 @@ gates:
   type: list
   elements: dict
 error:
-  description: V(tor_failed) - C(<tor>: '<task>' failed: <message>).
+  description: "V(tor_failed) - C(<tor>: '<task>' failed: <message>)."
   returned: decision=tor_failed
   type: str
 msg:
