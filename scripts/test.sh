@@ -54,9 +54,12 @@ else
   # The lab tests in groups (scripts/ci_groups.py says which test is where, and why); assignments, so that set -e
   # stops here if the script fails (an empty list would make pytest collect everything)
   alone=$(python scripts/ci_groups.py alone)
-  lane1=$(python scripts/ci_groups.py lane1)
-  lane2=$(python scripts/ci_groups.py lane2)
-  beside=$(python scripts/ci_groups.py beside)
+  side_by_side="lane1 lane2 lane3 beside"
+  declare -A paths
+  for group in $side_by_side; do
+    paths[$group]=$(python scripts/ci_groups.py "$group")
+    [ -n "${paths[$group]}" ] || { echo "scripts/ci_groups.py: group $group is empty" >&2; exit 2; }
+  done
   step "pytest: the lab tests that time traffic, BFD or the datapath, alone on the machine (but for the idle checks)"
   # the slowest tests are listed at the end (where CI time goes)
   rc_alone=0
@@ -69,40 +72,40 @@ else
   cat "$checks_log"
   [ "$rc_checks" = 0 ] && [ "$rc_alone" = 0 ] || { echo "failed: checks rc $rc_checks, first lab group rc $rc_alone"; exit 1; }
 
-  # Then three pytest processes side by side, each on lab fabrics and monitoring ports of its own: the two
-  # Molecule lanes at nice 10 (they saturate both cores with Ansible), and beside them, at normal priority, the lab
-  # tests that check decisions (monitoring cases, drains, rulebooks, the lease); those mostly wait, and the
-  # niceness keeps their agents' probes and timers from queueing behind the lanes' Ansible. The lanes' labs are
-  # built from the lab image and the sidecar wheel cached by the first group.
+  # Then four pytest processes side by side, each on lab fabrics and monitoring ports of its own: the Molecule
+  # lanes and the scoped rollout at nice 10 (they saturate both cores with Ansible; the scoped rollout in a lane of
+  # its own, so that no lane ends with it running alone on a half-idle machine), and beside them, at normal
+  # priority, the lab tests that check decisions (monitoring cases, drains, rulebooks, the lease); those mostly
+  # wait, and the niceness keeps their agents' probes and timers from queueing behind the lanes' Ansible. The
+  # lanes' labs are built from the lab image and the sidecar wheel cached by the first group.
   lanes=$(mktemp -d "${TMPDIR:-/tmp}/netscale-test-lanes.XXXXXX")
-  step "pytest: the Molecule lanes (nice 10) beside the lab tests that check decisions (logs under $lanes)"
+  step "pytest: the Molecule lanes and the scoped rollout (nice 10) beside the lab tests that check decisions (logs under $lanes)"
   # background jobs start with SIGINT ignored; pytest gets its handler back so that a SIGINT runs the
   # tests' finalizers (labs torn down, processes killed by PID)
   bg_pytest() { local niceness=$1; shift; nice -n "$niceness" python -c 'import signal, sys, pytest
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.exit(pytest.main(sys.argv[1:]))' "$@"; }
-  # shellcheck disable=SC2086
-  bg_pytest 10 --durations=5 $lane1 > "$lanes/lane1.log" 2>&1 &
-  b1=$!
-  # shellcheck disable=SC2086
-  bg_pytest 10 --durations=5 $lane2 > "$lanes/lane2.log" 2>&1 &
-  b2=$!
-  # shellcheck disable=SC2086
-  bg_pytest 0 --durations=10 $beside > "$lanes/beside.log" 2>&1 &
-  b3=$!
-  # a cancelled job (SIGINT/SIGTERM) stops all three, with their clean-up
-  trap 'kill -INT "$b1" "$b2" "$b3" 2>/dev/null || true; wait "$b1" "$b2" "$b3" 2>/dev/null || true' EXIT
+  declare -A pids rcs
+  for group in $side_by_side; do
+    niceness=10 durations=5
+    [ "$group" = beside ] && niceness=0 durations=10
+    # shellcheck disable=SC2086   # a group's paths, one word each
+    bg_pytest "$niceness" --durations="$durations" ${paths[$group]} > "$lanes/$group.log" 2>&1 &
+    pids[$group]=$!
+  done
+  # a cancelled job (SIGINT/SIGTERM) stops all four, with their clean-up
+  trap 'kill -INT "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true' EXIT
   trap 'exit 130' INT TERM
-  rc_b1=0 rc_b2=0 rc_b3=0
-  wait "$b1" || rc_b1=$?
-  wait "$b2" || rc_b2=$?
-  wait "$b3" || rc_b3=$?
+  for group in $side_by_side; do
+    rcs[$group]=0
+    wait "${pids[$group]}" || rcs[$group]=$?
+  done
   trap - EXIT
-  step "lane 1: canary_failure + scoped rollout (rc $rc_b1)"
-  cat "$lanes/lane1.log"
-  step "lane 2: default + nic_failure + AWX slices (rc $rc_b2)"
-  cat "$lanes/lane2.log"
-  step "beside the lanes: monitoring, remediation, rulebook, lease, execution environment (rc $rc_b3)"
-  cat "$lanes/beside.log"
-  [ "$rc_b1" = 0 ] && [ "$rc_b2" = 0 ] && [ "$rc_b3" = 0 ] || exit 1
+  failed=0
+  for group in $side_by_side; do
+    step "$group: ${paths[$group]} (rc ${rcs[$group]})"
+    cat "$lanes/$group.log"
+    [ "${rcs[$group]}" = 0 ] || failed=1
+  done
+  [ "$failed" = 0 ] || exit 1
 fi

@@ -100,3 +100,15 @@ def test_the_lanes_fabrics_take_monitoring_ports_of_their_own():
     for a in ports:
         for b in ports:
             assert a == b or abs(a - b) >= 200, (a, b, lanes)
+
+
+def test_scripts_test_sh_runs_every_group():
+    """A group scripts/test.sh does not start would be tests that never run: the first group alone, the others
+    side by side."""
+    import re
+    with open(os.path.join(REPO, "scripts", "test.sh")) as f:
+        text = f.read()
+    side_by_side = re.search(r'^\s*side_by_side="([^"]*)"', text, re.M)
+    assert side_by_side, "scripts/test.sh: no side_by_side list"
+    assert re.search(r"ci_groups\.py alone\)", text)
+    assert sorted(["alone"] + side_by_side.group(1).split()) == sorted(ci_groups.GROUPS)
