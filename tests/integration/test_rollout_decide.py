@@ -268,15 +268,21 @@ def test_wave_decisions_read_the_registered_checks(tmp_path):
     assert tasks["facts"]["h1"]["msg"].endswith(" /tmp/r/journal")
 
 
-def test_frr_answers_read_by_name(tmp_path):
-    play = """
+def _frr_reach_play(t1_answer):
+    """A play whose first task registers each device's vtysh stand-in: t1 answers ``t1_answer``, t2 fails."""
+    return """
 - hosts: all
   gather_facts: false
   tasks:
-    - ansible.builtin.shell: "{{ 'true' if inventory_hostname == 't1' else 'echo bgpd down >&2; exit 1' }}"
+    - ansible.builtin.shell: "{{ '%s' if inventory_hostname == 't1' else 'echo bgpd down >&2; exit 1' }}"
       register: __rollout_frr_reach
       changed_when: false
       failed_when: false
+""" % t1_answer
+
+
+def test_frr_answers_read_by_name(tmp_path):
+    play = _frr_reach_play("true") + """\
     - name: frr
       netscale.multinic.rollout_decide: {decision: frr, hosts: "{{ ansible_play_hosts_all }}"}
       run_once: true
@@ -290,14 +296,7 @@ def test_preflight_and_tor_phase_stops(tmp_path):
     """The stops of the preflight and the ToR phase through Ansible: a bad rollout_scope is refused before anything
     is named, devices whose FRR does not answer come with their journal event and stop message, a spine gate that
     did not pass fails the task (the ToR phase's rescue), a ToR failure names the task and the rollout."""
-    play = """
-- hosts: all
-  gather_facts: false
-  tasks:
-    - ansible.builtin.shell: "{{ 'echo {}' if inventory_hostname == 't1' else 'echo bgpd down >&2; exit 1' }}"
-      register: __rollout_frr_reach
-      changed_when: false
-      failed_when: false
+    play = _frr_reach_play("echo {}") + """\
     - name: frr
       netscale.multinic.rollout_decide: {decision: frr, hosts: "{{ ansible_play_hosts_all }}", rollout_id: rid}
       run_once: true
