@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# Copyright: netscale.multinic contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""CPU of one module run on a lab node, over the lab's connection and over the same connection with pipelining:
+prints figures, asserts nothing (docs/performance.md, "CI time").
+
+The lab reaches every node with community.docker.nsenter, which has no pipelining (each module run: a remote
+temporary directory, ``tee`` of the AnsiballZ file, ``chmod``, the run, ``rm``; each an ``nsenter`` + ``sh``
+spawn). The pipelined variant (bench/ansible_plugins/connection/nsenter_pipelined.py) is the same plugin with the
+flag on. A node here is a ``sleep`` in a network namespace of its own (``unshare --net``), killed by PID at the
+end. The playbook runs ``--tasks`` ``ansible.builtin.ping`` tasks on it; the figures are the whole process tree's
+CPU (controller, forks, nsenter, the module's python) per task, and the wall time, for each connection, in
+alternating order, ``--rounds`` times; the ratio is taken within each round.
+
+  sudo .venv/bin/python bench/lab_connection.py [--tasks 60] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLUGINS = os.path.join(REPO, "bench", "ansible_plugins", "connection")
+CONNECTIONS = {"nsenter": "community.docker.nsenter", "nsenter + pipelining": "nsenter_pipelined"}
+
+
+def play(tasks):
+    lines = ["- hosts: node", "  gather_facts: false", "  tasks:"]
+    lines += ["    - ansible.builtin.ping:"] * tasks
+    return "\n".join(lines) + "\n"
+
+
+def run(work, connection, pid, tasks):
+    inventory = os.path.join(work, "inventory.ini")
+    with open(inventory, "w") as f:
+        f.write("node ansible_connection=%s ansible_nsenter_pid=%d ansible_python_interpreter=/usr/bin/python3\n"
+                % (connection, pid))
+    # a plain configuration: no callbacks of the collection, the bench's connection plugins
+    config = os.path.join(work, "ansible.cfg")
+    with open(config, "w") as f:
+        f.write("[defaults]\nstdout_callback = ansible.builtin.minimal\nretry_files_enabled = false\n"
+                "connection_plugins = %s\n" % PLUGINS)
+    env = dict(os.environ, ANSIBLE_CONFIG=config, PATH=os.path.join(REPO, ".venv", "bin") + os.pathsep + os.environ["PATH"])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    p = subprocess.run(["ansible-playbook", "-i", inventory, os.path.join(work, "play.yml")], cwd=work, env=env,
+                       capture_output=True, text=True, check=False, timeout=900)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise SystemExit("%s: ansible-playbook failed:\n%s%s" % (connection, p.stdout[-3000:], p.stderr[-2000:]))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("needs root (nsenter into a network namespace)")
+    node = subprocess.Popen(["unshare", "--net", "sleep", "3600"])
+    try:
+        time.sleep(0.3)
+        with tempfile.TemporaryDirectory(prefix="netscale-lab-connection.") as work:
+            with open(os.path.join(work, "play.yml"), "w") as f:
+                f.write(play(args.tasks))
+            run(work, CONNECTIONS["nsenter"], node.pid, 2)   # warm caches (AnsiballZ payloads, page cache)
+            rows = []
+            for r in range(args.rounds):
+                order = list(CONNECTIONS) if r % 2 == 0 else list(reversed(list(CONNECTIONS)))
+                got = dict((name, run(work, CONNECTIONS[name], node.pid, args.tasks)) for name in order)
+                rows.append(got)
+                print("round %d: %s; CPU ratio pipelined/plain %.2f" % (r + 1, "; ".join(
+                    "%s %.1f ms CPU/task, %.1f ms wall/task" % (n, 1000 * c / args.tasks, 1000 * w / args.tasks)
+                    for n, (w, c) in got.items()), got["nsenter + pipelining"][1] / got["nsenter"][1]))
+            for name in CONNECTIONS:
+                cpus = sorted(1000 * row[name][1] / args.tasks for row in rows)
+                print("%-22s median %.1f ms CPU per module run (min %.1f, max %.1f), %d tasks x %d rounds"
+                      % (name, cpus[len(cpus) // 2], cpus[0], cpus[-1], args.tasks, args.rounds))
+    finally:
+        node.kill()
+        node.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
