@@ -60,7 +60,7 @@ def run(work, connection, pid, tasks):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--tasks", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
