@@ -26,6 +26,9 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, ".build"))
+
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command  # noqa: E402
 PLUGINS = os.path.join(REPO, "bench", "ansible_plugins", "connection")
 CONNECTIONS = {"nsenter": "community.docker.nsenter", "nsenter + pipelining": "nsenter_pipelined"}
 
@@ -36,7 +39,7 @@ def play(tasks):
     return "\n".join(lines) + "\n"
 
 
-def run(work, connection, pid, tasks):
+def time_playbook(work, connection, pid, tasks):
     inventory = os.path.join(work, "inventory.ini")
     with open(inventory, "w") as f:
         f.write("node ansible_connection=%s ansible_nsenter_pid=%d ansible_python_interpreter=/usr/bin/python3\n"
@@ -49,8 +52,8 @@ def run(work, connection, pid, tasks):
     env = dict(os.environ, ANSIBLE_CONFIG=config, PATH=os.path.join(REPO, ".venv", "bin") + os.pathsep + os.environ["PATH"])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    p = subprocess.run(["ansible-playbook", "-i", inventory, os.path.join(work, "play.yml")], cwd=work, env=env,
-                       capture_output=True, text=True, check=False, timeout=900)
+    p = run_command(["ansible-playbook", "-i", inventory, os.path.join(work, "play.yml")], check=False, cwd=work,
+                    env=env, timeout=900)
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
@@ -72,11 +75,11 @@ def main(argv=None):
         with tempfile.TemporaryDirectory(prefix="netscale-lab-connection.") as work:
             with open(os.path.join(work, "play.yml"), "w") as f:
                 f.write(play(args.tasks))
-            run(work, CONNECTIONS["nsenter"], node.pid, 2)   # warm caches (AnsiballZ payloads, page cache)
+            time_playbook(work, CONNECTIONS["nsenter"], node.pid, 2)   # warm caches (AnsiballZ payloads, page cache)
             rows = []
             for r in range(args.rounds):
                 order = list(CONNECTIONS) if r % 2 == 0 else list(reversed(list(CONNECTIONS)))
-                got = dict((name, run(work, CONNECTIONS[name], node.pid, args.tasks)) for name in order)
+                got = dict((name, time_playbook(work, CONNECTIONS[name], node.pid, args.tasks)) for name in order)
                 rows.append(got)
                 print("round %d: %s; CPU ratio pipelined/plain %.2f" % (r + 1, "; ".join(
                     "%s %.1f ms CPU/task, %.1f ms wall/task" % (n, 1000 * c / args.tasks, 1000 * w / args.tasks)

@@ -34,9 +34,12 @@ options:
       - name: ansible_pipelining
 """
 
-from ansible_collections.community.docker.plugins.connection.nsenter import Connection as _NsenterConnection
+from ansible.plugins.loader import connection_loader
+
+# the lab's connection as Ansible resolves it (community.docker, from the installed ansible bundle)
+_NsenterConnection = connection_loader.get("community.docker.nsenter", class_only=True)
 
 
-class Connection(_NsenterConnection):
+class Connection(_NsenterConnection):  # pylint: disable=too-few-public-methods
     transport = "nsenter_pipelined"
     has_pipelining = True
