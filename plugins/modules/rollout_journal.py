@@ -95,7 +95,9 @@ options:
       the plan's C(tors) are the scope's C(tors.changed); a resume keeps the scope the first job recorded.
     type: dict
   meta:
-    description: Job facts kept in the journal (AWX job id, user, check mode).
+    description: >-
+      Job facts kept in the journal (AWX job id, user); C(check_mode) defaults to this task's check mode and
+      C(report_dir) to O(report_dir) when given.
     type: dict
     default: {}
   record:
@@ -260,6 +262,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.netscale.multinic.plugins.module_utils.report import model
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import waves
 from ansible_collections.netscale.multinic.plugins.module_utils.rollout import journal as jr
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import records
 
 
 def _private_dir(path):
@@ -271,20 +274,6 @@ def _private_dir(path):
     for folder in reversed(missing):
         os.mkdir(folder)
         os.chmod(folder, 0o700)
-
-
-def _report(directory, events, summary, check_mode):
-    """Record ``events`` (``[(event, data, extra)]``) in the run's report; returns the module's ``report``."""
-    out = {"events": []}
-    for event, data, extra in events:
-        data = dict(data or {})
-        if extra.get("journal_summary"):
-            data["journal_summary"] = summary
-        res = model.record(directory, event, data, snapshot=extra.get("snapshot"),
-                           share_tolerance=extra.get("share_tolerance"), check_mode=check_mode)
-        out["events"].append({"event": event, "summary": res["summary"]})
-        out.update(status=res["status"], paths=res["paths"])
-    return out
 
 
 def main():
@@ -321,23 +310,24 @@ def main():
     if (p["report"] or p["run"]) and not p["report_dir"]:
         module.fail_json(msg="report and run need report_dir (the run's report directory)")
     events = []
+    meta = dict(p["meta"])   # what the job records of itself, unless given: its check mode, its report
+    meta.setdefault("check_mode", module.check_mode)
+    if p["report_dir"]:
+        meta.setdefault("report_dir", p["report_dir"])
+    p["meta"] = meta
     try:
-        rid = jr.check_id(p["rollout_id"])
-        docs = jr.read(p["dir"], rid)
-        path = jr.job_path(p["dir"], rid, p["job"]) if p["job"] else jr.rollout_dir(p["dir"], rid)
+        job = records.JobJournal(p["dir"], p["rollout_id"], p["job"], meta=p["meta"])
+        rid, path = job.rollout_id, job.path
         if p["op"] == "status":
-            rec = jr.replay(jr.merge(docs))
+            rec = jr.replay(jr.merge(job.docs))
             module.exit_json(changed=False, record=rec, summary=jr.summary(rec), path=path)
-        mine = [d for d in docs if d.get("job") == p["job"]]
-        doc = mine[0] if mine else jr.new_job(rid, p["job"], meta=p["meta"])
-        others = [d for d in docs if d.get("job") != p["job"]]
-        rec = jr.replay(jr.merge(others + [doc]))
+        rec = job.merged()
         rec["id"] = rec["id"] or rid
         result = dict(changed=False, path=path)
         if p["op"] == "open":
             if p["action"] == "rollback":
                 result["rollback"] = jr.rollback_plan(rec)
-                jr.append(doc, "open", {"rollout_id": rid, "action": "rollback", "meta": p["meta"]})
+                jr.append(job.doc, "open", {"rollout_id": rid, "action": "rollback", "meta": p["meta"]})
             else:
                 try:
                     phash = jr.plan_hash(p["plan_paths"]) if p["plan_paths"] else None
@@ -353,7 +343,7 @@ def main():
                     rack_tors=p["rack_tors"], scope=p["scope"])
                 ev["meta"] = p["meta"]
                 ev["action"] = "rollout"
-                jr.append(doc, "open", ev)
+                jr.append(job.doc, "open", ev)
                 backup = os.path.join(os.path.dirname(path), "tor_backup")
                 result.update(plan=plan, notes=notes, new=ev["new"], plan_hash=phash, ansible_facts=dict(
                     rollout_plan=plan, rollout_journal_path=path, rollout_tor_backup_dir=backup))
@@ -366,32 +356,12 @@ def main():
                     opened = dict(path=path, new=ev["new"], notes=notes, plan_hash=phash)
                     events = [(e, d, {}) for e, d in model.start_events(run, plan, opened, p["rack_tors"], scope)]
         else:
-            items = []
-            for item in list(p["items"]) or [p["data"]]:
-                item = dict(item)
-                kind = item.pop("_record", None) or p["record"]
-                if kind == "tor" and "names" in item:   # one ToR record per name
-                    names = item.pop("names") or []
-                    items.extend(dict(item, name=n, _record=kind) for n in names)
-                else:
-                    items.append(dict(item, _record=kind))
-            for item in items:
-                kind = item.pop("_record")
-                if kind not in jr.EVENT_TYPES[1:]:
-                    raise jr.JournalError("record %r: give record (host, tor, wave, gate, event) or _record in the item"
-                                          % (kind,))
-                jr.check_event(rec, kind, item)
-                jr.append(doc, kind, item)
-                rec = jr.replay(jr.merge(others + [doc]))
-        if not module.check_mode:
-            jr.save(path, doc)
-        rec = jr.replay(jr.merge(others + [doc]))
-        result.update(record=rec, summary=jr.summary(rec), dir=os.path.dirname(path))
-        if p["op"] == "record":
+            job.append(list(p["items"]) or [p["data"]], p["record"])
             events = [(r.get("event"), r.get("data"), r) for r in p["report"]]
+        result.update(job.save(module.check_mode), dir=os.path.dirname(path))
         if events:
             # after the journal: a report never records what the journal does not
-            result["report"] = _report(p["report_dir"], events, result["summary"], module.check_mode)
+            result["report"] = records.report_events(p["report_dir"], events, result["summary"], module.check_mode)
         module.exit_json(**result)
     except (jr.JournalError, waves.WaveError, ValueError) as exc:
         module.fail_json(msg=str(exc), journal_dir=jr.rollout_dir(p["dir"], p["rollout_id"])
