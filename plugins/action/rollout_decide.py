@@ -14,7 +14,8 @@ from ansible.plugins.action import ActionBase
 from ansible.plugins.loader import lookup_loader
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
-from ansible_collections.netscale.multinic.plugins.module_utils.rollout import decide, scope
+from ansible_collections.netscale.multinic.plugins.module_utils.report import model
+from ansible_collections.netscale.multinic.plugins.module_utils.rollout import decide, journal, records, scope
 from ansible_collections.netscale.multinic.plugins.modules.rollout_decide import ARGUMENT_SPEC
 
 _MISSING = object()
@@ -30,10 +31,43 @@ class ActionModule(ActionBase):
         _spec, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         result["changed"] = False
         try:
-            result.update(getattr(self, "_" + args["decision"])(args, task_vars))
+            out = getattr(self, "_" + args["decision"])(args, task_vars)
+            never_blocks = out.pop("_never_blocks", False)
+            if args["record_to"] and not out.get("failed"):
+                try:
+                    out.update(self._record(args["record_to"], out))
+                except MultinicError as exc:
+                    if not never_blocks:
+                        raise
+                    # a rollback follows: its record failing is said, and the rollback still runs
+                    out.update(recorded={"error": to_native(exc)}, warnings=[to_native(exc)])
+            result.update(out)
         except MultinicError as exc:
             result.update(failed=True, msg=to_native(exc))
         return result
+
+    def _record(self, where, out):
+        """The decision's journal records, then its report events, written on the controller (the journal not in
+        check mode); a decision that stops the run (``stop``) then fails with its message."""
+        missing = [k for k in ("dir", "rollout_id", "job") if not where.get(k)]
+        if missing:
+            raise MultinicError("record_to: %s missing (got %s); give the run's journal dir, rollout_id and job (the "
+                                "fact rollout_record_to of the names decision)" % (", ".join(missing), sorted(where)))
+        items, events = out.get("journal") or [], out.get("events") or []
+        recorded = {}
+        if items or events:
+            try:
+                written = records.record(where, items, events, check_mode=bool(self._task.check_mode))
+            except (MultinicError, OSError, ValueError) as exc:
+                # a stop is still said: what the run stopped for matters more than its record
+                raise MultinicError("record_to: writing the journal %s or the report %s failed: %s%s"
+                                    % (where.get("dir"), where.get("report_dir"), to_native(exc),
+                                       "; and the run stops: %s" % out["stop"] if out.get("stop") else ""))
+            recorded = dict((k, written[k]) for k in ("path", "report") if k in written)
+        extra = {"recorded": recorded}
+        if out.get("stop"):
+            extra.update(failed=True, msg=out["stop"])
+        return extra
 
     # per-host facts, read by name (no Jinja loop in the playbook)
     def _fact(self, task_vars, host, name, default=None):
@@ -128,7 +162,9 @@ class ActionModule(ActionBase):
         out["ansible_facts"] = dict(rollout_run_id=out["run_id"], rollout_started=out["started"],
                                     rollout_journal_id=out["journal_id"], rollout_journal_job=out["job"],
                                     rollout_report_dir=out["report_dir"], rollout_journal_root=out["journal_root"],
-                                    rollout_topology=out["topology"])
+                                    rollout_topology=out["topology"], rollout_record_to=dict(
+                                        dir=out["journal_root"], rollout_id=out["journal_id"], job=out["job"],
+                                        report_dir=out["report_dir"]))
         return out
 
     def _topology(self, task_vars):
@@ -214,16 +250,26 @@ class ActionModule(ActionBase):
         out = decide.wave_end(args["wave"], wave_hosts, args["batch"], args["deploy"], args["gates"],
                               args["wave_verdict"], args["failed_hosts"], per_host, restored,
                               started=started, ended=round(time.time(), 9))
+        if args["wave_verdict"] == "fail":   # undone by now: hosts rolled back, ToRs restored
+            out["journal"] = decide.rolled_back(args["wave"], args["batch"], restored) + out["journal"]
         wave_event = {"event": "wave", "data": out["report"]}
         if args["share_tolerance"] is not None:
             wave_event["share_tolerance"] = args["share_tolerance"]
         out["events"] = [wave_event]
         if args["wave_verdict"] == "fail":
-            run = args["run"]
+            run = args["run"] or self._run_of(args["record_to"])
             finish, out["stop"] = decide.stop(args["wave"], args["failed_hosts"], args["gates"], run.get("journal"),
                                               run.get("report_dir"), run.get("rollout_id"))
             out["events"].append({"event": "finish", "data": finish})
         return out
+
+    @staticmethod
+    def _run_of(where):
+        """The run recorded to (O(record_to)), as a failed wave's messages name it: journal file, report, rollout."""
+        if not where.get("dir"):
+            return {}
+        return {"journal": journal.job_path(where["dir"], where["rollout_id"], where["job"]),
+                "report_dir": where.get("report_dir"), "rollout_id": where["rollout_id"]}
 
     @staticmethod
     def _restored(f):
@@ -238,21 +284,39 @@ class ActionModule(ActionBase):
         out = {"down": decide.frr_problems(args["hosts"], dict(
             (h, self._fact(task_vars, h, name)) for h in args["hosts"]))}
         if out["down"]:
-            out["journal"], out["events"], out["stop"] = decide.preflight_stop(out["down"], args["rollout_id"])
+            out["journal"], out["events"], out["stop"] = decide.preflight_stop(out["down"], self._rollout_id(args))
         return out
 
     def _tor_configured(self, args, _task_vars):
         out = decide.tor_configured(args["tor"], args["rack"], args["changed"], args["backup_dir"], args["results"])
-        if out["msg"]:
+        if out["msg"]:   # not recorded: the phase fails, and its rescue records the ToR restored
             out["failed"] = True
         return out
 
     def _tor_failed(self, args, _task_vars):
         return decide.tor_failed(args["tor"], args["backup_dir"], args["failed_task"], args["failed_msg"],
-                                 args["rollout_id"])
+                                 self._rollout_id(args))
+
+    @staticmethod
+    def _rollout_id(args):
+        """The rollout a stop message names: O(rollout_id), else the one recorded to."""
+        return args["rollout_id"] or args["record_to"].get("rollout_id") or ""
 
     def _approve(self, args, _task_vars):
-        return {"verdict": decide.approve(args["wave_verdict"], args["approved"], args["user_input"])}
+        out = {"verdict": decide.approve(args["wave_verdict"], args["approved"], args["user_input"])}
+        if out["verdict"] == "fail":   # recorded before the rollback, which its record never blocks
+            out.update(journal=list(args["failed_journal"]), _never_blocks=True)
+        return out
+
+    def _finish(self, args, _task_vars):
+        out = decide.finish(bool(self._task.check_mode), args["hosts"], args["scope_message"])
+        if args["record_to"]:
+            where = args["record_to"]
+            out["where"] = "rollout %s (run %s) %s: %s; journal %s" % (
+                where["rollout_id"], args["run_id"], out["status"],
+                os.path.join(where.get("report_dir") or "", model.MD_NAME),
+                self._run_of(where)["journal"])
+        return out
 
     def _restore_tors(self, args, _task_vars):
         return {"restore": decide.restore_tors(args["all_waves"], args["wave"], args["rack_tors"], args["tors"],

@@ -15,8 +15,9 @@ description:
     start and end (status, hosts, seconds), every health gate's verdict with its key numbers and the offending
     host/NIC/prefix, snapshots and rollbacks, and where the report is.
   - It reads the results of M(netscale.multinic.health_gate) and M(netscale.multinic.rollout_report) tasks, and the
-    report events of M(netscale.multinic.rollout_journal) tasks (its O(netscale.multinic.rollout_journal#module:report));
-    other tasks are ignored.
+    report events of M(netscale.multinic.rollout_journal) tasks (its O(netscale.multinic.rollout_journal#module:report))
+    and of M(netscale.multinic.rollout_decide) tasks that record them (its
+    O(netscale.multinic.rollout_decide#module:record_to)); other tasks are ignored.
   - Enable it with C(callbacks_enabled = netscale.multinic.rollout_progress) in ansible.cfg or
     C(ANSIBLE_CALLBACKS_ENABLED=netscale.multinic.rollout_progress).
   - Wave groups in one step - when a M(netscale.multinic.rollout_journal) C(op=open) returns the wave plan, it adds
@@ -56,6 +57,7 @@ except ImportError:  # pragma: no cover - the collection is always importable wh
 _GATE_ACTIONS = ("netscale.multinic.health_gate", "health_gate")
 _REPORT_ACTIONS = ("netscale.multinic.rollout_report", "rollout_report")
 _JOURNAL_ACTIONS = ("netscale.multinic.rollout_journal", "rollout_journal")
+_DECIDE_ACTIONS = ("netscale.multinic.rollout_decide", "rollout_decide")
 _KEYS = {
     "bgp_sessions": ("established", "expected"),
     "ecmp_width": ("at_width", "task_routes", "min_width_ratio"),
@@ -111,6 +113,9 @@ class CallbackModule(CallbackBase):
                         "%d in %s" % (len(names), group) for group, names in members if group in filled)))
             # report events the journal task recorded after its records
             for ev in (res.get("report") or {}).get("events") or []:
+                self._report(ev)
+        if action in _DECIDE_ACTIONS:   # a decision that recorded its report events (a stop fails the task)
+            for ev in ((res.get("recorded") or {}).get("report") or {}).get("events") or []:
                 self._report(ev)
         if action in _GATE_ACTIONS and "verdict" in res:
             self._gate(result, res)

@@ -11,7 +11,8 @@ version_added: 0.2.0
 author:
   - netscale network engineering (@netscale)
 description:
-  - Runs on the controller and decides; it changes nothing (C(changed=false) always, the same in check mode).
+  - Runs on the controller and decides; it changes nothing on any host (C(changed=false) always, the same in
+    check mode). With O(record_to) it records its decision in the run's journal and report on the controller.
     The logic is C(plugins/module_utils/rollout/decide.py) (pure functions, unit and property tested);
     C(playbooks/rollout.yml) and C(playbooks/rollout_hosts.yml) only order the steps and call this.
   - V(names) - this run's id (UTC time, C(-job<awx_job_id>) under AWX), the rollout's journal id (O(rollout_id)
@@ -37,9 +38,20 @@ description:
     V(step=gates)). Also returns what a failed wave records before its rollback (RV(failed_journal)) and the
     ToRs of the failed hosts (RV(failed_tors)). V(approve) settles an inconclusive verdict; V(restore_tors) - the
     ToRs a failed wave restores; V(wave_end) - the wave's report event (O(netscale.multinic.rollout_report#module:data))
-    and journal records (passed hosts, every gate verdict with its values, the wave); for a failed wave also the
-    report's finish and the message the run stops with.
+    and journal records (passed hosts, every gate verdict with its values, the wave); for a failed wave, first
+    its hosts rolled back and the ToRs restored, and also the report's finish and the message the run stops with.
   - V(frr) - the devices of O(hosts) whose FRR did not answer (their registered C(vtysh) result, read by name).
+  - V(finish) - a job that reached its end - its status (V(check) in check mode, else V(passed)), the journal's
+    C(finished) event and the report's C(finish) (with the journal's summary; its message - O(scope_message), else
+    none when O(hosts) holds the hosts it deployed, else why it had nothing to deploy), and with O(record_to)
+    where the report and the journal are (RV(where)).
+  - V(approve) settling on fail records O(failed_journal) (the wave's hosts failed, before the rollback); a record
+    that cannot be written there is a warning, never a failure, so it never blocks the rollback.
+  - With O(record_to), a decision that returns RV(journal) records or RV(events) writes them itself - the journal
+    records first (not in check mode), then the report events, as M(netscale.multinic.rollout_journal) V(record)
+    does - and a decision that returns RV(stop) (V(frr) with devices down, V(tor_failed), V(wave_end) of a failed
+    wave) then fails with that message, so the run stops there. A record that cannot be written fails the task,
+    naming the journal.
   - Per-host facts (marked lost, error, deploy failed, gate verdict) are read by name from each host's
     variables (O(facts)), so they never need a Jinja loop to be collected.
 options:
@@ -47,11 +59,19 @@ options:
     description: What to decide.
     type: str
     required: true
-    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end, frr, tor_configured, tor_failed]
+    choices: [names, inventory, budget, account, verdict, approve, restore_tors, wave_end, frr, tor_configured, tor_failed,
+              finish]
+  record_to:
+    description: >-
+      The run's journal and report - C(dir) (the journal root), C(rollout_id), C(job), C(report_dir) - where the
+      decision records RV(journal) and RV(events) (the fact C(rollout_record_to) V(names) sets). Empty - returned
+      only, nothing written.
+    type: dict
+    default: {}
   rollout_id:
     description: >-
       V(names) - the rollout to resume (empty - a new one). V(frr), V(tor_failed) - the rollout named in the stop
-      message (how to resume or roll back).
+      message (how to resume or roll back); empty - the O(record_to) one.
     type: str
     default: ""
   scope:
@@ -146,6 +166,18 @@ options:
     description: V(approve) - the operator's answer (V(yes) accepts).
     type: str
     default: ""
+  failed_journal:
+    description: V(approve) - what a failed wave records before its rollback (the V(verdict) result's RV(failed_journal)).
+    type: list
+    elements: dict
+    default: []
+  scope_message:
+    description: V(finish) - the change scope's message (C(rollout_scope=changed)); omitted - a whole rollout.
+    type: str
+  run_id:
+    description: V(finish) - this run's id (C(rollout_run_id)), named in RV(where).
+    type: str
+    default: ""
   all_waves:
     description: >-
       V(restore_tors), V(verdict) - every wave of the rollout (C(name), C(racks)), in order; with it a V(verdict)
@@ -196,7 +228,7 @@ options:
     type: float
   run:
     description: V(wave_end) - C(journal) (this job's journal file), C(report_dir), C(rollout_id), named in a failed
-      wave's messages.
+      wave's messages; empty - those of O(record_to).
     type: dict
     default: {}
   facts:
@@ -301,14 +333,25 @@ over_budget:
 journal:
   description: >-
     V(account), V(wave_end) - the journal records of this step (O(netscale.multinic.rollout_journal#module:items));
+    V(approve) settling on fail - O(failed_journal); V(finish) - the finished event;
     V(frr) with devices down - the preflight_failed event; V(tor_configured) - the ToR's configured record;
     V(tor_failed) - its restored record.
-  returned: decision=account or decision=wave_end or decision=frr or decision=tor_configured or decision=tor_failed
+  returned: >-
+    decision=account, wave_end, tor_configured, tor_failed, finish; decision=frr with devices down; decision=approve
+    settling on fail
   type: list
   elements: dict
 verdict:
   description: V(verdict), V(approve) - pass, fail, inconclusive or check.
   returned: decision=verdict or decision=approve
+  type: str
+status:
+  description: V(finish) - V(passed), or V(check) in check mode.
+  returned: decision=finish
+  type: str
+where:
+  description: "V(finish) with O(record_to) - C(rollout <id> (run <run id>) <status>: <report.md>; journal <file>)."
+  returned: decision=finish and record_to given
   type: str
 failed_hosts:
   description: V(verdict) - hosts whose verdict is neither pass nor skipped.
@@ -327,7 +370,8 @@ restore:
 ansible_facts:
   description: >-
     V(names) - C(rollout_run_id), C(rollout_started), C(rollout_journal_id), C(rollout_journal_job),
-    C(rollout_report_dir), C(rollout_journal_root), C(rollout_topology); V(inventory) - C(rollout_fabric), C(rollout_rack_tors),
+    C(rollout_report_dir), C(rollout_journal_root), C(rollout_topology), C(rollout_record_to) (for O(record_to));
+    V(inventory) - C(rollout_fabric), C(rollout_rack_tors),
     C(rollout_max_unreachable).
   returned: decision=names or decision=inventory
   type: dict
@@ -343,8 +387,8 @@ events:
   description: >-
     V(account) at V(start) - the report's wave start; V(wave_end) - the wave's report event, and a failed wave's
     finish (M(netscale.multinic.rollout_journal)'s O(netscale.multinic.rollout_journal#module:report)); V(frr) with
-    devices down, V(tor_failed) - the report's finish; V(tor_configured) - the report's ToR event.
-  returned: decision=account or decision=wave_end or decision=frr or decision=tor_configured or decision=tor_failed
+    devices down, V(tor_failed), V(finish) - the report's finish; V(tor_configured) - the report's ToR event.
+  returned: decision=account, wave_end, frr, tor_configured, tor_failed, finish
   type: list
   elements: dict
 stop:
@@ -362,6 +406,13 @@ failed_tors:
   returned: decision=verdict
   type: list
   elements: str
+recorded:
+  description: >-
+    With O(record_to) - C(path) (this job's journal file) when something was recorded, and C(report) (the
+    report's C(status), C(paths) and each event's C(event) and C(summary), which the rollout_progress callback
+    prints) when report events were; C(error) when V(approve)'s record failed (a warning, the rollback goes on).
+  returned: when record_to is given
+  type: dict
 down:
   description: "V(frr) - C(<device>: <what its FRR answered>) for each device whose FRR did not answer."
   returned: decision=frr
@@ -385,7 +436,8 @@ msg:
 ARGUMENT_SPEC = dict(
     decision=dict(type="str", required=True,
                   choices=["names", "inventory", "budget", "account", "verdict", "approve", "restore_tors",
-                           "wave_end", "frr", "tor_configured", "tor_failed"]),
+                           "wave_end", "frr", "tor_configured", "tor_failed", "finish"]),
+    record_to=dict(type="dict", default={}),
     rollout_id=dict(type="str", default=""),
     scope=dict(type="str", default="all"),
     tor=dict(type="str"),
@@ -410,6 +462,9 @@ ARGUMENT_SPEC = dict(
     wave_verdict=dict(type="str"),
     approved=dict(type="bool", default=False),
     user_input=dict(type="str", default=""),
+    failed_journal=dict(type="list", elements="dict", default=[]),
+    scope_message=dict(type="str"),
+    run_id=dict(type="str", default=""),
     all_waves=dict(type="list", elements="dict", default=[]),
     rack_tors=dict(type="dict", default={}),
     tors=dict(type="list", elements="str", default=[]),

@@ -77,7 +77,8 @@ def _run(tmp_path, play, inventory, *extra):
     pb.write_text(play)
     p = subprocess.run(["ansible-playbook", "-i", str(inventory), str(pb)] + list(extra), cwd=ROOT, env=ENV,
                        capture_output=True, text=True, check=False)
-    out = json.loads(p.stdout[p.stdout.index("{"):]) if "{" in p.stdout else {}
+    # the JSON result, then the rollout_progress callback's closing line when a decision recorded report events
+    out = json.JSONDecoder().raw_decode(p.stdout[p.stdout.index("{"):])[0] if "{" in p.stdout else {}
     tasks = dict((t["task"]["name"], t["hosts"]) for play in out.get("plays", []) for t in play["tasks"])
     return p, tasks
 
@@ -364,3 +365,85 @@ def test_preflight_and_tor_phase_stops(tmp_path):
     tor = tasks["tor"]["t1"]
     assert tor["error"] == "t1: 'Apply' failed: frr-reload.py --reload failed" and not tor.get("failed")
     assert tor["journal"][0]["state"] == "restored" and "-e rollout_id=rid" in tor["stop"]
+
+
+RECORDING = """
+- hosts: all
+  gather_facts: false
+  module_defaults:
+    netscale.multinic.rollout_decide:
+      record_to: {dir: "%(tmp)s/journal", rollout_id: rid, job: j1, report_dir: "%(tmp)s/report"}
+  tasks:
+    - ansible.builtin.shell: "{{ 'echo {}' if inventory_hostname == 't1' else 'echo bgpd down >&2; exit 1' }}"
+      register: __rollout_frr_reach
+      changed_when: false
+      failed_when: false
+    - name: frr
+      netscale.multinic.rollout_decide: {decision: frr, hosts: "{{ ansible_play_hosts_all }}"}
+      run_once: true
+      ignore_errors: true
+    - name: tor
+      netscale.multinic.rollout_decide: {decision: tor_failed, tor: t1, backup_dir: /b, failed_task: Apply}
+      run_once: true
+      ignore_errors: true
+    - name: configured
+      netscale.multinic.rollout_decide: {decision: tor_configured, tor: t1, rack: r1, backup_dir: /b}
+      run_once: true
+      ignore_errors: true
+    - name: incomplete
+      netscale.multinic.rollout_decide: {decision: frr, hosts: [t1], record_to: {dir: /nonexistent}}
+      run_once: true
+      ignore_errors: true
+    - name: approve
+      netscale.multinic.rollout_decide:
+        decision: approve
+        wave_verdict: inconclusive
+        failed_journal: [{_record: host, hosts: [t1], state: failed, wave: w1}]
+        record_to: {dir: "%(tmp)s/a-file", rollout_id: rid, job: j1}
+      run_once: true
+    - name: finish
+      netscale.multinic.rollout_decide: {decision: finish, hosts: [], run_id: run1}
+      run_once: true
+"""
+
+
+def test_decisions_record_themselves(tmp_path):
+    """With record_to a decision writes its journal records, then its report events, and a stop fails the task with
+    its message; a record the journal refuses fails naming it and writes nothing; check mode writes no journal."""
+    play = RECORDING % {"tmp": tmp_path}
+    (tmp_path / "a-file").write_text("not a directory\n")   # approve's journal cannot be written there
+    args = ("-c", "local", "-e", "ansible_python_interpreter=" + sys.executable)
+    p, tasks = _run(tmp_path, play, "t1,t2", *args)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    frr = tasks["frr"]["t1"]
+    assert frr["failed"] and frr["msg"].startswith("FRR not answering on t2: bgpd down. Nothing was changed")
+    assert "-e rollout_id=rid" in frr["msg"], "the stop names the rollout recorded to"
+    journal_file = frr["recorded"]["path"]
+    assert journal_file == str(tmp_path / "journal" / "rid" / "j1.json")
+    assert [e["event"] for e in frr["recorded"]["report"]["events"]] == ["finish"]
+    tor = tasks["tor"]["t1"]
+    assert tor["failed"] and tor["msg"].startswith("t1: 'Apply' failed: . The ToR was restored")
+    configured = tasks["configured"]["t1"]
+    assert configured["failed"] and "tor t1: restored -> configured is not a rollout transition" in configured["msg"]
+    assert "recorded" not in configured
+    incomplete = tasks["incomplete"]["t1"]
+    assert incomplete["failed"] and "record_to: rollout_id, job missing" in incomplete["msg"]
+    # a wave settling on fail: its record failing is a warning, never a failure (the rollback must still run)
+    approve = tasks["approve"]["t1"]
+    assert approve["verdict"] == "fail" and not approve.get("failed") and "a-file" in approve["recorded"]["error"]
+    finish = tasks["finish"]["t1"]
+    assert finish["status"] == "passed" and finish["where"] == "rollout rid (run run1) passed: %s; journal %s" % (
+        tmp_path / "report" / "report.md", journal_file)
+    with open(journal_file) as handle:
+        written = json.load(handle)["events"]
+    assert [(e["type"], e.get("kind") or e.get("state")) for e in written] == [
+        ("event", "preflight_failed"), ("tor", "restored"), ("event", "finished")]
+    with open(tmp_path / "report" / "report.json") as handle:
+        report = json.load(handle)
+    assert report["run"]["status"] == "passed" and report["run"]["message"].startswith("nothing to deploy")
+    # check mode: the same decisions, the journal file untouched
+    p, tasks = _run(tmp_path, play, "t1,t2", "--check", *args)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert tasks["frr"]["t1"]["recorded"]["path"] == journal_file
+    with open(journal_file) as handle:
+        assert json.load(handle)["events"] == written

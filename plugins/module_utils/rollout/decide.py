@@ -146,6 +146,22 @@ def approve(wave_verdict, approved=False, user_input=None):
     return "pass" if approved or str(user_input or "").strip().lower() == "yes" else "fail"
 
 
+def finish(check_mode, deploy_hosts, scope_message=None):
+    """A job that reached its end: its status (``check`` in check mode, else ``passed``) and the report's message -
+    the change scope's with ``rollout_scope=changed``, else none when it deployed hosts, else why it had nothing to
+    deploy. The journal's ``finished`` event and the report's ``finish`` event (with the journal's summary)."""
+    status = "check" if check_mode else "passed"
+    if scope_message is not None:
+        message = scope_message
+    elif deploy_hosts:
+        message = ""
+    else:
+        message = ("nothing to deploy: this job holds no GPU host of the waves it runs (an AWX fleet slice given other "
+                   "hosts)")
+    return {"status": status, "journal": [{"_record": "event", "kind": "finished", "status": status}],
+            "events": [{"event": "finish", "journal_summary": True, "data": {"status": status, "message": message}}]}
+
+
 def inventory(gpu_hosts, tors, spines, topology_gpu_hosts=None, md5=None):
     """Preflight checks over the inventory data, before anything is changed.
 
@@ -272,6 +288,13 @@ def wave_end(wave, wave_hosts, batch, acct_deploy, acct_gates, wave_verdict, fai
     journal.append({"_record": "wave", "name": wave, "status": wave_verdict, "hosts": list(wave_hosts),
                     "unreachable": acct_gates["lost"], "over_budget": acct_gates["over_budget"]})
     return {"report": report, "journal": journal}
+
+
+def rolled_back(wave, batch, restored_tors):
+    """A failed wave's records once it is undone: its hosts (``batch``, those left after the rollback) rolled back,
+    the ToRs it restored (one record each) restored. Written before the wave's own records."""
+    return [{"_record": "host", "hosts": list(batch), "state": "rolled_back", "wave": wave},
+            {"_record": "tor", "names": list(restored_tors or []), "state": "restored"}]
 
 
 def truncate(text, length=255, end="...", leeway=5):

@@ -352,3 +352,20 @@ def test_tor_failed_record_report_and_stop():
     assert out["events"][0]["data"]["message"].endswith("; restored from its pre-change copy; the rollout stopped")
     assert "restored from its pre-change copy (/b)" in out["stop"] and out["stop"].count("-e rollout_id=rid") == 2
     assert decide.tor_failed("t1", "/b", None, None, "rid")["error"] == "t1: '?' failed: "
+
+
+def test_finish_status_and_message():
+    out = decide.finish(False, ["a"])
+    assert out["status"] == "passed" and out["journal"] == [{"_record": "event", "kind": "finished", "status": "passed"}]
+    assert out["events"] == [{"event": "finish", "journal_summary": True, "data": {"status": "passed", "message": ""}}]
+    scoped = decide.finish(True, [], "scope changed: nothing to deploy")
+    assert scoped["status"] == "check" and scoped["events"][0]["data"]["message"] == "scope changed: nothing to deploy"
+    assert decide.finish(False, [])["events"][0]["data"]["message"].startswith(
+        "nothing to deploy: this job holds no GPU host of the waves it runs")
+
+
+def test_rolled_back_records():
+    assert decide.rolled_back("w2", ["a", "b"], ["t2"]) == [
+        {"_record": "host", "hosts": ["a", "b"], "state": "rolled_back", "wave": "w2"},
+        {"_record": "tor", "names": ["t2"], "state": "restored"}]
+    assert decide.rolled_back("w2", [], None)[1]["names"] == []
