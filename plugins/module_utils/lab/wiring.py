@@ -100,20 +100,46 @@ def wire_hosts(lab, hosts, tors=()):
             run_batch(h["name"], _default_routes(h))
 
 
-def _spine_tor_links(lab, batch, tors=None):
-    for s in lab.spec.spines:
+def fabric_links(spines, racks, hosts=None, tors=None):
+    """The fabric's point-to-point links, from the plan's spine and rack data: every spine-ToR uplink, then every
+    GPU host NIC to its ToR port, each ``{a, a_dev, b, b_dev, addresses: [(family, a address, b address, prefix
+    length)], owner}`` (``owner``: the node a link belongs to). ``tors``, ``hosts``: only links of those (names;
+    None - all). One description for every lab that wires a fabric: the engine's nodes and the bare-namespace
+    harnesses (each names its own namespaces)."""
+    out = []
+    for s in spines:
         for d in s["downlinks"]:
             if tors is not None and d["tor"] not in tors:
                 continue
-            rack = next(r for r in lab.spec.racks if r["name"] == d["rack"])
+            rack = next(r for r in racks if r["name"] == d["rack"])
             up = next(u for u in rack["tor"]["uplinks"] if u["spine"] == s["name"])
-            veth(lab, s["name"], d["interface"], d["tor"], up["interface"], owner=d["tor"])
-            for fam in ("ipv6", "ipv4"):
-                if fam in d:
-                    batch.address(s["name"], d["interface"], fam, d[fam]["spine"], d[fam]["length"])
-                    batch.address(d["tor"], up["interface"], fam, d[fam]["tor"], d[fam]["length"])
-            batch.add(s["name"], "link set %s up" % d["interface"])
-            batch.add(d["tor"], "link set %s up" % up["interface"])
+            out.append(dict(a=s["name"], a_dev=d["interface"], b=d["tor"], b_dev=up["interface"], owner=d["tor"],
+                            addresses=[(fam, d[fam]["spine"], d[fam]["tor"], d[fam]["length"])
+                                       for fam in ("ipv6", "ipv4") if fam in d]))
+    for r in racks:
+        for h in r["hosts"]:
+            if hosts is not None and h["name"] not in hosts:
+                continue
+            for nic in h["nics"]:
+                out.append(dict(a=r["tor"]["name"], a_dev=nic["tor_port"], b=h["name"], b_dev=nic["name"],
+                                owner=h["name"], addresses=[
+                                    (fam, nic["gateway"][fam], nic["address"][fam], nic["subnet"][fam].split("/")[1])
+                                    for fam in ("ipv6", "ipv4") if fam in nic["subnet"]]))
+    return out
+
+
+def _links(lab, batch, links):
+    for link in links:
+        veth(lab, link["a"], link["a_dev"], link["b"], link["b_dev"], owner=link["owner"])
+        for fam, a_addr, b_addr, length in link["addresses"]:
+            batch.address(link["a"], link["a_dev"], fam, a_addr, length)
+            batch.address(link["b"], link["b_dev"], fam, b_addr, length)
+        batch.add(link["a"], "link set %s up" % link["a_dev"])
+        batch.add(link["b"], "link set %s up" % link["b_dev"])
+
+
+def _spine_tor_links(lab, batch, tors=None):
+    _links(lab, batch, fabric_links(lab.spec.spines, lab.spec.racks, hosts=(), tors=tors))
 
 
 def _storage_link(lab, batch):
@@ -130,21 +156,7 @@ def _storage_link(lab, batch):
 
 
 def _host_links(lab, batch, hosts):
-    names = set(h["name"] for h in hosts)
-    for r in lab.spec.racks:
-        tor = r["tor"]["name"]
-        for h in r["hosts"]:
-            if h["name"] not in names:
-                continue
-            for nic in h["nics"]:
-                veth(lab, tor, nic["tor_port"], h["name"], nic["name"], owner=h["name"])
-                for fam in ("ipv6", "ipv4"):
-                    if fam in nic["subnet"]:
-                        length = nic["subnet"][fam].split("/")[1]
-                        batch.address(tor, nic["tor_port"], fam, nic["gateway"][fam], length)
-                        batch.address(h["name"], nic["name"], fam, nic["address"][fam], length)
-                batch.add(tor, "link set %s up" % nic["tor_port"])
-                batch.add(h["name"], "link set %s up" % nic["name"])
+    _links(lab, batch, fabric_links((), lab.spec.racks, hosts=set(h["name"] for h in hosts)))
 
 
 def _default_routes(host):

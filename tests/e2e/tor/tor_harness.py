@@ -28,6 +28,7 @@ from ansible_collections.netscale.multinic.plugins.module_utils.lab import netns
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.routing import start_bare_daemon
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.section import lab_section, storage_spine_networks
+from ansible_collections.netscale.multinic.plugins.module_utils.lab.wiring import fabric_links
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -109,39 +110,36 @@ class TorLab(object):
                 base = net.split("/")[0]
                 addr = base + "1" if base.endswith("::") else base.rsplit(".", 1)[0] + ".1"
                 self._addr("spine", "stor0", "%s/%s" % (addr, net.split("/")[1]))
-        for rack in self.topo.racks:
-            rd = self.plan.rack_data(rack)
-            short = "t%d" % rack.id
-            self._add_ns(short)
-            self.routers[rd["tor"]["name"]] = {"ns": short}
-            for sysctl in ("net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"):
-                self.nsexec(short, "sysctl", "-qw", sysctl)
-            for up in rd["tor"]["uplinks"]:
-                down = "down-r%d" % rack.id
-                self._veth(short, up["interface"], "spine", down)
-                for fam in ("ipv6", "ipv4"):
-                    if fam in up:
-                        self._addr(short, up["interface"], "%s/%d" % (up[fam]["tor"], up[fam]["length"]))
-                        self._addr("spine", down, "%s/%d" % (up[fam]["spine"], up[fam]["length"]))
+        spines = [self.plan.spine_data(s) for s in self.topo.spines]
+        racks = [self.plan.rack_data(r) for r in self.topo.racks]
+        short = {spine: "spine"}   # node -> this lab's namespace (mnt-<id>-<short>)
+        for rack, rd in zip(self.topo.racks, racks):
+            short[rd["tor"]["name"]] = "t%d" % rack.id
+            self._add_ns(short[rd["tor"]["name"]])
+            self.routers[rd["tor"]["name"]] = {"ns": short[rd["tor"]["name"]]}
             lo = rd["tor"]["loopback"]
-            self._addr(short, "lo", lo["ipv6"] + "/128")
-            self._addr(short, "lo", lo["ipv4"] + "/32")
-        for sysctl in ("net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"):
-            self.nsexec("spine", "sysctl", "-qw", sysctl)
+            self._addr(short[rd["tor"]["name"]], "lo", lo["ipv6"] + "/128")
+            self._addr(short[rd["tor"]["name"]], "lo", lo["ipv4"] + "/32")
+        for ns in ["spine"] + ["t%d" % rack.id for rack in self.topo.racks]:
+            for sysctl in ("net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"):
+                self.nsexec(ns, "sysctl", "-qw", sysctl)
         # Hosts of the rack under test: NICs to the ToR, slots behind them.
-        tshort = "t%d" % self.rack.id
         for h in self.rack_data["hosts"]:
-            hs = "h%d" % h["id"]
-            self._add_ns(hs)
+            short[h["name"]] = "h%d" % h["id"]
+            self._add_ns(short[h["name"]])
             for sysctl in ("net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1",
                            "net.ipv6.conf.all.proxy_ndp=1"):
-                self.nsexec(hs, "sysctl", "-qw", sysctl)
+                self.nsexec(short[h["name"]], "sysctl", "-qw", sysctl)
+        # The links as the lab engine wires a fabric (module_utils/lab/wiring.fabric_links): uplinks, host NICs.
+        for link in fabric_links(spines, racks, hosts=set(h["name"] for h in self.rack_data["hosts"])):
+            a, b = short[link["a"]], short[link["b"]]
+            self._veth(a, link["a_dev"], b, link["b_dev"])
+            for _fam, a_addr, b_addr, length in link["addresses"]:
+                self._addr(a, link["a_dev"], "%s/%s" % (a_addr, length))
+                self._addr(b, link["b_dev"], "%s/%s" % (b_addr, length))
+        for h in self.rack_data["hosts"]:
+            hs = short[h["name"]]
             for nic in h["nics"]:
-                self._veth(tshort, nic["tor_port"], hs, nic["name"])
-                for fam in ("ipv6", "ipv4"):
-                    length = nic["subnet"][fam].split("/")[1]
-                    self._addr(tshort, nic["tor_port"], "%s/%s" % (nic["gateway"][fam], length))
-                    self._addr(hs, nic["name"], "%s/%s" % (nic["address"][fam], length))
                 self.nsexec(hs, "sysctl", "-qw", "net.ipv6.conf.%s.proxy_ndp=1" % nic["name"])
                 self.nsexec(hs, "sysctl", "-qw", "net.ipv6.neigh.%s.proxy_delay=0" % nic["name"])
             for slot in h["slots"]:
