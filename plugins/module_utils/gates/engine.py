@@ -256,3 +256,13 @@ def combine(results):
     if INCONCLUSIVE in verdicts:
         return INCONCLUSIVE
     return PASS
+
+
+def host_verdict(results, check_mode=False):
+    """A host's verdict over its gate results (the health_gates role's ``health_gates_verdict``): skipped gates do
+    not count; with none left the host is ``skipped`` in check mode (nothing changed, nothing to verify) and
+    ``inconclusive`` otherwise (no evidence is no pass); else :func:`combine`."""
+    judged = [r for r in results or [] if r.get("verdict") != "skipped"]
+    if not judged and check_mode:
+        return "skipped"
+    return combine(judged)
