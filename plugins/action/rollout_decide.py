@@ -310,8 +310,8 @@ class ActionModule(ActionBase):
 
     def _finish(self, args, _task_vars):
         out = decide.finish(bool(self._task.check_mode), args["hosts"], args["scope_message"])
-        if args["record_to"]:
-            where = args["record_to"]
+        where = args["record_to"]
+        if where.get("dir") and where.get("rollout_id") and where.get("job"):   # else recording says what is missing
             out["where"] = "rollout %s (run %s) %s: %s; journal %s" % (
                 where["rollout_id"], args["run_id"], out["status"],
                 os.path.join(where.get("report_dir") or "", model.MD_NAME),
