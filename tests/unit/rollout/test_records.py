@@ -57,6 +57,12 @@ def test_refusals_write_nothing(tmp_path):
         records.record(w, [{"_record": "tor", "name": "t0", "state": "configuring"},
                            {"_record": "tor", "name": "t1", "state": "configured"}])
     assert journal_events(path) == before
+    # a transition is checked against the records of the same call too (a gate result between them changes nothing)
+    with pytest.raises(jr.JournalError, match="tor t2: restored -> configured is not a rollout transition"):
+        records.record(w, [{"_record": "tor", "name": "t2", "state": "restored"},
+                           {"_record": "gate", "gate": "g", "verdict": "pass"},
+                           {"_record": "tor", "name": "t2", "state": "configured"}])
+    assert journal_events(path) == before
     with pytest.raises(jr.JournalError, match="record 'bogus'"):
         records.record(w, [{"_record": "bogus"}])
     assert journal_events(path) == before
