@@ -404,6 +404,15 @@ RECORDING = """
     - name: finish
       netscale.multinic.rollout_decide: {decision: finish, hosts: [], run_id: run1}
       run_once: true
+    - name: unwritable stop
+      netscale.multinic.rollout_decide:
+        decision: tor_failed
+        tor: t2
+        backup_dir: /b
+        failed_task: Apply
+        record_to: {dir: "%(tmp)s/a-file", rollout_id: rid, job: j1}
+      run_once: true
+      ignore_errors: true
 """
 
 
@@ -431,6 +440,10 @@ def test_decisions_record_themselves(tmp_path):
     # a wave settling on fail: its record failing is a warning, never a failure (the rollback must still run)
     approve = tasks["approve"]["t1"]
     assert approve["verdict"] == "fail" and not approve.get("failed") and "a-file" in approve["recorded"]["error"]
+    # a stop whose record cannot be written fails naming the journal, and still says why the run stops
+    unwritable = tasks["unwritable stop"]["t1"]
+    assert unwritable["failed"] and unwritable["msg"].startswith("record_to: writing the journal %s" % (tmp_path / "a-file"))
+    assert "; and the run stops: t2: 'Apply' failed" in unwritable["msg"]
     finish = tasks["finish"]["t1"]
     assert finish["status"] == "passed" and finish["where"] == "rollout rid (run run1) passed: %s; journal %s" % (
         tmp_path / "report" / "report.md", journal_file)
