@@ -129,7 +129,7 @@ def stall(fab, host, args, port):
                 results = {}
 
                 def run(name, dst, p, rev):
-                    srv = fab.iperf_server(fab.sto, p)
+                    srv = fab.iperf_server(fab.sto, p, interval=0.2)
                     cli = fab.spawn(host.slot_ns(1), ["iperf3", "-c", dst, "-p", str(p), "-P", "32", "-t", "10", "-i",
                                                       "0.2", "--json", "--get-server-output"] + (["-R"] if rev else []))
                     o, dummy = cli.communicate(timeout=60)

@@ -33,7 +33,7 @@ HOST = "lab-r1-h2"
 
 
 def iperf(fab, host, dst, port, seconds, reverse):
-    srv = fab.iperf_server(fab.sto, port)
+    srv = fab.iperf_server(fab.sto, port, interval=0.2)
     argv = ["iperf3", "-c", dst, "-p", str(port), "-P", "32", "-t", str(seconds), "-i", "0.2", "--json",
             "--get-server-output"] + (["-R"] if reverse else [])
     out, dummy = fab.spawn(host.slot_ns(1), argv).communicate(timeout=seconds + 30)

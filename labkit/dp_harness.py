@@ -221,11 +221,13 @@ class Fabric(object):
         self.procs.append(p)
         return p
 
-    def iperf_server(self, ns, port, mptcp=False):
+    def iperf_server(self, ns, port, mptcp=False, interval=1.0):
         # --json: the client's --get-server-output then carries the server's own intervals (receiver_view);
         # its own stdout is not read (a full pipe would block the server before it exits)
+        # interval: the client's -i; the server does not learn it from the client, and its intervals are
+        # the receiving end's view of an egress run (stalls)
         # mptcp: an unmodified iperf3 made MPTCP-capable by mptcpize (iperf3 3.12 has no --mptcp)
-        argv = ["iperf3", "-s", "-p", str(port), "-1", "--json"]
+        argv = ["iperf3", "-s", "-p", str(port), "-1", "--json", "-i", str(interval)]
         p = self.spawn(ns, (["mptcpize", "run"] if mptcp else []) + argv, stdout=subprocess.DEVNULL)
         time.sleep(0.3)
         return p
@@ -283,7 +285,21 @@ def receiver_view(result, reverse):
     if not srv or not srv.get("intervals"):
         raise AssertionError("iperf3 result has no server intervals (server not run with --json, or the client "
                              "without --get-server-output): %s" % sorted(result))
+    mine, theirs = _interval_length(result), _interval_length(srv)
+    if mine and theirs and theirs > 1.5 * mine:
+        # a server without -i reports every 1 s: a stream's 1 s without bytes would read as exactly the
+        # bound and shorter stalls not at all (the tests measured egress so until 2026-11-29)
+        raise AssertionError("the receiver (iperf3 server) reported every %.1f s, the client every %.1f s: start "
+                             "the server with -i %s so that stalls are measured at the client's resolution"
+                             % (theirs, mine, mine))
     return srv
+
+
+def _interval_length(result):
+    for iv in result.get("intervals", []):
+        if iv.get("streams"):
+            return iv["streams"][0]["seconds"]
+    return None
 
 
 def by_end(results):
@@ -295,6 +311,26 @@ def by_end(results):
     return received, sent
 
 
+def _duration(result):
+    """The run's length as the sender was told (-t), from iperf3 --json; None when absent."""
+    return ((result.get("start") or {}).get("test_start") or {}).get("duration") or None
+
+
+def _zero_runs(result):
+    """Per stream, its zero-byte intervals as (start, seconds), time past the run's length left out.
+
+    The receiver's last interval ends when it learns that the test ended, which on a loaded machine
+    came 43 ms after the sender stopped (a CI run: 1.043 s "stall" made of a 1.0 s one and the time
+    after the last byte could have been sent). Nothing was sent then, so it is not stall time."""
+    end_of_run = _duration(result)
+    for iv in result.get("intervals", []):
+        for s in iv["streams"]:
+            seconds = s["seconds"]
+            if end_of_run is not None and "start" in s:
+                seconds = max(0.0, min(seconds, end_of_run - s["start"]))
+            yield s["socket"], s["bytes"], s["start"] if "start" in s else None, seconds
+
+
 def max_stall(result):
     """Longest run (seconds) of consecutive zero-byte intervals of any stream, from iperf3 --json.
 
@@ -303,30 +339,26 @@ def max_stall(result):
     interval, so a bound such as "no stall over 1 s" compares whole intervals, not the jitter."""
     worst = 0.0
     runs = {}
-    for iv in result.get("intervals", []):
-        for s in iv["streams"]:
-            sid = s["socket"]
-            if s["bytes"] == 0:
-                runs[sid] = runs.get(sid, 0.0) + s["seconds"]
-                worst = max(worst, runs[sid])
-            else:
-                runs[sid] = 0.0
+    for sid, nbytes, dummy, seconds in _zero_runs(result):
+        if nbytes == 0:
+            runs[sid] = runs.get(sid, 0.0) + seconds
+            worst = max(worst, runs[sid])
+        else:
+            runs[sid] = 0.0
     return round(worst, 3)
 
 
 def stalls(result, min_s=0.4):
     """[(start offset s, length s)] of zero-byte runs >= min_s per stream (diagnostics)."""
     out, runs = [], {}
-    for iv in result.get("intervals", []):
-        for s in iv["streams"]:
-            sid = s["socket"]
-            if s["bytes"] == 0:
-                st, ln = runs.get(sid, (s["start"], 0.0))
-                runs[sid] = (st, ln + s["seconds"])
-            else:
-                if sid in runs and runs[sid][1] >= min_s:
-                    out.append((round(runs[sid][0], 1), round(runs[sid][1], 1)))
-                runs.pop(sid, None)
+    for sid, nbytes, start, seconds in _zero_runs(result):
+        if nbytes == 0:
+            st, ln = runs.get(sid, (start, 0.0))
+            runs[sid] = (st, ln + seconds)
+        else:
+            if sid in runs and runs[sid][1] >= min_s:
+                out.append((round(runs[sid][0], 1), round(runs[sid][1], 1)))
+            runs.pop(sid, None)
     out += [(round(a, 1), round(b, 1)) for a, b in runs.values() if b >= min_s]
     return sorted(out)
 

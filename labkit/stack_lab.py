@@ -214,9 +214,10 @@ class Lab(object):
         self.procs.append(p)
         return p
 
-    def iperf_server(self, port):
+    def iperf_server(self, port, interval=1.0):
+        # -i: the client's interval (the server's intervals are the receiving end's view of egress)
         p = self.spawn(["nsenter", "--net=/run/netns/%s" % self.netns("mns-storage"), "--",
-                        "iperf3", "-s", "-1", "--json", "-p", str(port)],
+                        "iperf3", "-s", "-1", "--json", "-i", str(interval), "-p", str(port)],
                        stdout=subprocess.DEVNULL)   # its report reaches the client (--get-server-output)
         t0 = time.monotonic()
         while time.monotonic() - t0 < 5:
@@ -230,7 +231,7 @@ class Lab(object):
     def iperf(self, host, fam, port, flows=32, seconds=6, reverse=False, interval=0.2, slot=1):
         """iperf3 between slot <slot> of host and the storage node (reverse: storage sends to the task
         IP). Returns (iperf3 JSON, per-NIC shares, total bytes) measured on the host's NIC counters."""
-        srv = self.iperf_server(port)
+        srv = self.iperf_server(port, interval)
         direction = "rx" if reverse else "tx"
         b0 = self.nic_bytes(host, direction)
         dst = STO6 if fam == "ipv6" else STO4

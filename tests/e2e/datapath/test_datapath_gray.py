@@ -29,7 +29,7 @@ HOST = "lab-r1-h2"
 
 
 def iperf(fab, host, dst, port, seconds, reverse=False, interval=0.2):
-    srv = fab.iperf_server(fab.sto, port)
+    srv = fab.iperf_server(fab.sto, port, interval=interval)
     argv = ["iperf3", "-c", dst, "-p", str(port), "-P", str(FLOWS), "-t", str(seconds), "-i", str(interval),
             "--json", "--get-server-output"] + (["-R"] if reverse else [])
     cli = fab.spawn(host.slot_ns(1), argv)

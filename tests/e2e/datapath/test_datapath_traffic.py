@@ -30,7 +30,7 @@ def apply(host, mode):
 
 
 def iperf(fab, host, dst, port, seconds=RUN, reverse=False, interval=1.0):
-    srv = fab.iperf_server(fab.sto, port)
+    srv = fab.iperf_server(fab.sto, port, interval=interval)
     argv = ["iperf3", "-c", dst, "-p", str(port), "-P", str(FLOWS), "-t", str(seconds), "-i", str(interval),
             "--json", "--get-server-output"] + (["-R"] if reverse else [])
     cli = fab.spawn(host.slot_ns(1), argv)

@@ -102,18 +102,43 @@ def test_tor_fib_width(stack):
         print("%s: %s" % (tor, got))
 
 
-def _spread(stack, host, fam, reverse, port):
-    res, sh, total = stack.lab.iperf(host, fam, port, flows=FLOWS, seconds=RUN, reverse=reverse, interval=1.0)
+def _spread(stack, host, fam, reverse, port, attempts=2):
+    """The byte shares of ``host``'s NICs in a 32-flow run, each within +-5 points of 1/N.
+
+    What is measured is the spread over a healthy host's NICs, so the run must see the whole egress set:
+    when the host's NIC watcher changed it during the run (its journal), that run measured the
+    watcher, not the spread. It is then reported with the watcher's reasons and run again, at most
+    ``attempts`` times in all; the last run's shares are asserted whatever the watcher did. (A CI run
+    of 2026-11-28: eth2 carried 0.0 of a 4-NIC egress run, the next run on the same host 0.25; on the
+    lab's 2 loaded cores the 50 ms x 3 detection can take a NIC out without a fault, docs/lab.md.)"""
     n = len(stack.lab.nics(host))
-    bps = res["end"]["sum_received"]["bits_per_second"] / 1e6
-    print("%s %s %s %s: %.0f Mbit/s over %d NICs, shares %s" % (
-        stack.mode, host, fam, "storage->task IP" if reverse else "container->storage", bps, n,
-        dict((k, round(v, 3)) for k, v in sorted(sh.items()))))
+    for attempt in range(1, attempts + 1):
+        since = time.time()
+        res, sh, total = stack.lab.iperf(host, fam, port, flows=FLOWS, seconds=RUN, reverse=reverse, interval=1.0)
+        changes = watcher_changes(stack.lab, host, since - 0.5)
+        bps = res["end"]["sum_received"]["bits_per_second"] / 1e6
+        print("%s %s %s %s: %.0f Mbit/s over %d NICs, shares %s; egress-set changes during the run %s" % (
+            stack.mode, host, fam, "storage->task IP" if reverse else "container->storage", bps, n,
+            dict((k, round(v, 3)) for k, v in sorted(sh.items())), changes))
+        if not changes or attempt == attempts:
+            break
+        _until("%s: NICs out of the egress set" % host, lambda: _published_out(stack.lab, host), lambda v: v == [], 20)
     assert total > 0
     for nic, s in sh.items():
-        assert abs(s - 1.0 / n) <= 0.05, "%s %s: NIC %s share %.3f, want %.3f +- 0.05 (%s)" % (
-            host, fam, nic, s, 1.0 / n, sh)
+        assert abs(s - 1.0 / n) <= 0.05, "%s %s: NIC %s share %.3f, want %.3f +- 0.05 (%s); egress-set changes " \
+            "during the run: %s" % (host, fam, nic, s, 1.0 / n, sh, changes)
     return bps
+
+
+def watcher_changes(lab, host, since_epoch):
+    """The NIC watcher's egress-set changes on ``host`` since ``since_epoch``: [(epoch, NIC, out|in, why)]."""
+    from labkit.gray_stack import watcher_changes as changes
+    return changes(lab, host, since_epoch)
+
+
+def _published_out(lab, host):
+    """The NICs out of ``host``'s egress set, as its NIC watcher published them."""
+    return json.loads(lab.x(host, ["cat", "/run/netscale-multinic/egress-state.json"]).stdout)["out_nics"]
 
 
 SPREAD = [("mns-r1-h2", "ipv6", False), ("mns-r1-h2", "ipv4", True),

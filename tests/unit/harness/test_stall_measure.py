@@ -56,3 +56,32 @@ def test_by_end_requires_both_directions():
     assert sent["egress"]["intervals"] == sender["intervals"] and sent["ingress"] == sender
     with pytest.raises(AssertionError, match="missing"):
         H.by_end({"egress": dict(sender, server_output_json=receiver)})
+
+
+def test_time_after_the_run_is_not_stall_time():
+    """The receiver's last interval ran 43 ms past the 2 s run (it learned of the end late): five empty
+    intervals up to the end are a 1.0 s stall, not 1.043 s; six are still 1.2 s."""
+    def late_end(per_stream, duration):
+        r = report(per_stream)
+        r["start"] = {"test_start": {"duration": duration}}
+        last = r["intervals"][-1]["streams"][0]
+        last["seconds"] += 0.043
+        last["end"] = last["start"] + last["seconds"]
+        return r
+    five = late_end({3: [10, 10, 10, 10, 10, 0, 0, 0, 0, 0]}, 2)
+    six = late_end({3: [10, 10, 10, 10, 0, 0, 0, 0, 0, 0]}, 2)
+    assert H.max_stall(five) == 1.0 and H.stalls(five) == [(1.0, 1.0)]
+    assert H.max_stall(six) == 1.2
+    unknown_length = report({3: [10, 10, 10, 10, 10, 0, 0, 0, 0, 0]})
+    unknown_length["intervals"][-1]["streams"][0]["seconds"] += 0.043
+    assert H.max_stall(unknown_length) == 1.043          # no run length in the report: nothing clipped
+
+
+def test_a_coarser_receiver_report_fails():
+    """A server started without -i reports every 1 s while the client reports every 0.2 s: a stream's
+    whole second without bytes would read as exactly a 1 s bound and shorter stalls not at all."""
+    client = report({5: [100] * 10})
+    server = {"intervals": [{"streams": [{"socket": 7, "bytes": b, "seconds": 1.0, "start": float(i)}]}
+                            for i, b in enumerate([100, 0])]}
+    with pytest.raises(AssertionError, match="-i 0.2"):
+        H.receiver_view(dict(client, server_output_json=server), reverse=False)
