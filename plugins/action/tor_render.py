@@ -9,11 +9,13 @@ import json
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.netscale.multinic.plugins.module_utils.errors import MultinicError
 from ansible_collections.netscale.multinic.plugins.module_utils.gcpause import gc_paused
 from ansible_collections.netscale.multinic.plugins.module_utils.plan.job import load_plan
+from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.options import compose, multihop_hosts
 from ansible_collections.netscale.multinic.plugins.module_utils.tor_policy.output import render_fabric
 from ansible_collections.netscale.multinic.plugins.modules.tor_render import ARGUMENT_SPEC
 
@@ -37,7 +39,11 @@ class ActionModule(ActionBase):
             devices = [devices]
         # plain dicts and lists: the options feed the rendered YAML, and Ansible 2.19's templated values are
         # tagged container types that yaml.safe_dump cannot represent
-        options = json.loads(json.dumps(args.get("options") or {}))
+        multihop = args.get("bfd_multihop_hosts")
+        if multihop is None:
+            multihop = self._kernel_datapath_hosts(task_vars)
+        options = json.loads(json.dumps(compose(args.get("options") or {}, args.get("spine_networks") or {},
+                                                multihop)))
         # The keys are read from a variable by name so that they never appear in the task's arguments.
         var = args.get("md5_keys_var", "tor_bgp_md5_keys")
         md5_keys = {}
@@ -49,6 +55,20 @@ class ActionModule(ActionBase):
             md5_keys = {str(k): (None if v is None else str(v)) for k, v in md5_keys.items()}
         with gc_paused():
             return self._render(result, topology, dest, devices, options, md5_keys)
+
+    def _kernel_datapath_hosts(self, task_vars):
+        """O(bfd_multihop_hosts) unset: the members of group gpu_hosts whose host_datapath_ebpf is false (each
+        host's own variable, read untemplated and templated alone; unset is the eBPF datapath)."""
+        hostvars = task_vars.get("hostvars") or {}
+        pairs = []
+        for host in (task_vars.get("groups") or {}).get("gpu_hosts") or []:
+            raw_get = getattr(hostvars, "raw_get", hostvars.get)   # HostVars: untemplated, one variable pass
+            raw = raw_get(host) if host in hostvars else {}
+            value = raw.get("host_datapath_ebpf") if isinstance(raw, dict) else None
+            if value is not None:
+                value = self._templar.template(value)
+            pairs.append((host, None if value is None else boolean(value, strict=False)))
+        return multihop_hosts(pairs)
 
     def _render(self, result, topology, dest, devices, options, md5_keys):
         try:

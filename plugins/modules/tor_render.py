@@ -42,6 +42,20 @@ options:
         C(maximum_prefix_threshold), C(adj_rib_in), C(render_interfaces), C(spine_networks) and more.
     type: dict
     default: {}
+  spine_networks:
+    description:
+      - "Extra prefixes the spines originate, per family (C({ipv4: [...], ipv6: [...]})): the C(spine_networks)
+        policy option unless O(options) sets it."
+    type: dict
+    default: {}
+  bfd_multihop_hosts:
+    description:
+      - Hosts whose sessions use multihop BFD, the C(bfd.multihop_hosts) policy option unless O(options) sets
+        it (used when BFD is on).
+      - Default (unset or null) every member of group C(gpu_hosts) whose C(host_datapath_ebpf) is false, since the
+        kernel datapath decrements the TTL of single-hop BFD packets.
+    type: list
+    elements: str
   md5_keys_var:
     description:
       - Name of the variable holding a mapping of host name to TCP-MD5 key (from vault). Read by name so the
@@ -107,5 +121,7 @@ ARGUMENT_SPEC = dict(
     dest=dict(type="path", default="intended"),
     devices=dict(type="list", elements="str"),
     options=dict(type="dict", default={}),
+    spine_networks=dict(type="dict", default={}),
+    bfd_multihop_hosts=dict(type="list", elements="str"),
     md5_keys_var=dict(type="str", default="tor_bgp_md5_keys"),
 )

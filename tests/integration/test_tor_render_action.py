@@ -73,3 +73,85 @@ def test_bad_input_fails_naming_the_field_and_writes_nothing(tmp_path):
     assert [p["path"] for p in bad["problems"]] == ["md5_keys.lab-r2-h1", "md5_keys.lab-r2-h2"]
     assert _files(dest) == before
     assert first["changed"] is True
+
+
+SCOPE_INVENTORY = """all:
+  children:
+    gpu_hosts:
+      hosts:
+        lab-r1-h1: {host_datapath_ebpf: false}
+        lab-r1-h2: {}
+        lab-r2-h1: {host_datapath_ebpf: "no"}
+        lab-r2-h2: {host_datapath_ebpf: true}
+    local:
+      hosts:
+        localhost:
+          ansible_connection: local
+          tor_bgp_options: {bfd: {enabled: true}, spine_networks: {ipv4: [198.19.5.0/24]}}
+          tor_bgp_spine_networks: {ipv4: [198.19.9.0/24], ipv6: ["fd00:5::/64"]}
+"""
+SCOPE_PLAY = """- name: Render as the tor_bgp role does, then check as the rollout's change scope does
+  hosts: localhost
+  gather_facts: false
+  vars:
+    tor_bgp_bfd_multihop_hosts: null   # the role's default
+  tasks:
+    - name: Role
+      netscale.multinic.tor_render:
+        topology: %(topology)s
+        dest: "{{ dest }}"
+        options: "{{ tor_bgp_options }}"
+        spine_networks: "{{ tor_bgp_spine_networks }}"
+        bfd_multihop_hosts: "{{ tor_bgp_bfd_multihop_hosts }}"
+    - name: Scope check
+      netscale.multinic.tor_render:
+        topology: %(topology)s
+        dest: "{{ dest }}"
+        options: "{{ __tv.tor_bgp_options | default({}) }}"
+        spine_networks: "{{ __tv.tor_bgp_spine_networks | default({}) }}"
+        bfd_multihop_hosts: "{{ __tv.tor_bgp_bfd_multihop_hosts | default(none) }}"
+      vars:
+        __tv: "{{ hostvars['localhost'] }}"
+      check_mode: true
+    - name: The composition the scope check used before (no multihop hosts, a flat merge)
+      netscale.multinic.tor_render:
+        topology: %(topology)s
+        dest: "{{ dest }}"
+        options: "{{ {'spine_networks': tor_bgp_spine_networks} | combine(tor_bgp_options) }}"
+        bfd_multihop_hosts: []
+      check_mode: true
+"""
+
+
+def test_role_and_change_scope_render_the_same_text(tmp_path):
+    """With BFD on and hosts on the kernel datapath, the rollout's change-scope check renders what the tor_bgp
+    role wrote (nothing to write), and the multihop hosts are the gpu_hosts with host_datapath_ebpf false."""
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(SCOPE_INVENTORY)
+    play = tmp_path / "scope.yml"
+    play.write_text(SCOPE_PLAY % {"topology": os.path.join(ROOT, "inventories", "lab", "fabric.yml")})
+    dest = tmp_path / "intended"
+    proc = subprocess.run(["ansible-playbook", "-i", str(inv), str(play), "-e", "dest=%s" % dest], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    tasks = json.loads(proc.stdout[proc.stdout.index("{"):])["plays"][0]["tasks"]
+    role, scope, before = (t["hosts"]["localhost"] for t in tasks)
+    assert role["changed"] is True and scope["written"] == [], scope["written"]
+    files = _files(dest)
+    r1 = files[role["devices"]["lab-r1-tor"]["config"]]
+    r2 = files[role["devices"]["lab-r2-tor"]["config"]]
+    # lab-r1-h1 and lab-r2-h1 on the kernel datapath: ebgp-multihop on their peer-groups, ttl-security elsewhere
+    assert "ebgp-multihop" in r1 and "ebgp-multihop" in r2
+    for text, kernel, ebpf in ((r1, "lab-r1-h1", "lab-r1-h2"), (r2, "lab-r2-h1", "lab-r2-h2")):
+        groups = dict((line.split()[1], line) for line in text.splitlines() if " ebgp-multihop " in line
+                      or " ttl-security " in line)
+        assert any(kernel.upper().replace("-", "_") in g.upper().replace("-", "_") and "ebgp-multihop" in line
+                   for g, line in groups.items()), groups
+        assert not any(ebpf.upper().replace("-", "_") in g.upper().replace("-", "_") and "ebgp-multihop" in line
+                       for g, line in groups.items()), groups
+    # the user's spine_networks.ipv4 wins, the fabric's ipv6 stays (recursive, as the role always merged)
+    spine = files[role["devices"]["lab-spine1"]["config"]]
+    assert "198.19.5.0/24" in spine and "fd00:5::/64" in spine and "198.19.9.0/24" not in spine
+    # the former scope composition saw every ToR as changed
+    assert {"lab-r1-tor.cfg", "lab-r2-tor.cfg"} <= set(os.path.basename(p) for p in before["written"]), \
+        before["written"]

@@ -86,6 +86,27 @@ def _merge(base, over):
     return out
 
 
+def compose(options, spine_networks=None, bfd_multihop_hosts=None):
+    """The options a fabric's ToRs are rendered with: the spine networks and the multihop-BFD hosts of the
+    fabric under the user's ``options``, which win key by key (``options.bfd.enabled`` keeps the multihop
+    hosts; ``options.spine_networks`` replaces the fabric's per family). The ``tor_bgp`` role and the
+    rollout's change-scope check both render through ``tor_render``, which composes here, so the scope check
+    compares the text the role would write."""
+    base = {}
+    if spine_networks:
+        base["spine_networks"] = spine_networks
+    if bfd_multihop_hosts is not None:
+        base["bfd"] = {"multihop_hosts": list(bfd_multihop_hosts)}
+    return _merge(base, options or {})
+
+
+def multihop_hosts(hosts_ebpf):
+    """The hosts whose sessions need multihop BFD: those on the kernel datapath. ``hosts_ebpf``: [(host,
+    host_datapath_ebpf value or None when unset)] in inventory order; unset means eBPF (the host_datapath
+    role's default)."""
+    return [h for h, ebpf in hosts_ebpf if not (True if ebpf is None else ebpf)]
+
+
 def resolve_options(options):
     """Defaults merged with the user's options; unknown keys are problems."""
     problems = []

@@ -112,6 +112,8 @@ MAPPING = {
         "tor_bgp_topology": "tor_render:topology",
         "tor_bgp_intended_dir": "tor_render:dest",
         "tor_bgp_options": "tor_render:options",
+        "tor_bgp_spine_networks": "tor_render:spine_networks",
+        "tor_bgp_bfd_multihop_hosts": "tor_render:bfd_multihop_hosts",
         "tor_bgp_frr_confdir": "frr_config:confdir",
         "tor_bgp_frr_vty_socket": "frr_config:vty_socket",
         "tor_bgp_frr_bindir": "frr_config:bindir",
@@ -163,7 +165,7 @@ ROLE_ONLY = {
     "lab": {"lab_monitoring", "lab_monitoring_rulebook_mode", "lab_monitoring_rulebook_report_root",
             "lab_monitoring_rulebook_budget", "lab_monitoring_rulebook_clean_window"},   # one dict option: rulebook
     "fabric_monitor": {"fabric_monitor_state", "fabric_monitor_lib_dir", "fabric_monitor_config_file"},
-    "tor_bgp": {"tor_bgp_bfd_multihop_hosts", "tor_bgp_spine_networks", "tor_bgp_md5_keys", "tor_bgp_frr_user",
+    "tor_bgp": {"tor_bgp_md5_keys", "tor_bgp_frr_user",
                 "tor_bgp_manage_sysctl", "tor_bgp_sysctl_file", "tor_bgp_backup_dir", "tor_bgp_device_name"},
     "vipinjector": {"vipinjector_state", "vipinjector_slots", "vipinjector_exabgp_version", "vipinjector_wheel_cache",
                     "vipinjector_controller_python", "vipinjector_require_netns", "vipinjector_wait",
