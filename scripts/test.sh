@@ -42,7 +42,12 @@ else
   # The checks run beside the first lab group, in a session of their own at idle priority (SCHED_IDLE: they get a
   # core only when the lab tests leave it idle, and those leave about one of the two idle); the lab tests run
   # whatever the checks find, and the job fails at the end if either failed.
-  checks_log=$(mktemp "${TMPDIR:-/tmp}/netscale-test-checks.XXXXXX")
+  # The logs of this run, replacing the last run's (one lab per machine, so one run at a time): before, every run
+  # left a checks log and a lanes directory under /tmp for good.
+  logs="$here/.cache/test-logs"
+  rm -rf "$logs"
+  mkdir -p "$logs/lanes"
+  checks_log="$logs/checks.log"
   step "static checks and unit tests at idle priority, beside the first lab group (log: $checks_log, shown below)"
   export -f checks step
   export run_static
@@ -78,7 +83,7 @@ else
   # priority, the lab tests that check decisions (monitoring cases, drains, rulebooks, the lease); those mostly
   # wait, and the niceness keeps their agents' probes and timers from queueing behind the lanes' Ansible. The
   # lanes' labs are built from the lab image and the sidecar wheel cached by the first group.
-  lanes=$(mktemp -d "${TMPDIR:-/tmp}/netscale-test-lanes.XXXXXX")
+  lanes="$logs/lanes"
   step "pytest: the Molecule lanes and the scoped rollout (nice 10) beside the lab tests that check decisions (logs under $lanes)"
   # background jobs start with SIGINT ignored; pytest gets its handler back so that a SIGINT runs the
   # tests' finalizers (labs torn down, processes killed by PID)
