@@ -296,10 +296,9 @@ def receiver_view(result, reverse):
 
 
 def _interval_length(result):
-    for iv in result.get("intervals", []):
-        if iv.get("streams"):
-            return iv["streams"][0]["seconds"]
-    return None
+    """The report's interval (the median length: the last interval of a run is cut short or runs long)."""
+    lengths = sorted(iv["streams"][0]["seconds"] for iv in result.get("intervals", []) if iv.get("streams"))
+    return lengths[len(lengths) // 2] if lengths else None
 
 
 def by_end(results):

@@ -85,3 +85,13 @@ def test_a_coarser_receiver_report_fails():
                             for i, b in enumerate([100, 0])]}
     with pytest.raises(AssertionError, match="-i 0.2"):
         H.receiver_view(dict(client, server_output_json=server), reverse=False)
+
+
+def test_a_short_first_or_last_interval_is_not_a_coarser_report():
+    """The resolution compared is each report's median interval: a client whose first interval was cut short
+    (0.1 s) and a server whose last one ran long still report at the same 0.2 s."""
+    client = report({5: [100] * 6})
+    client["intervals"][0]["streams"][0]["seconds"] = 0.1
+    server = report({7: [100] * 6})
+    server["intervals"][-1]["streams"][0]["seconds"] = 0.35
+    assert H.receiver_view(dict(client, server_output_json=server), reverse=False) is server
