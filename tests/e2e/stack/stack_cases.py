@@ -107,23 +107,25 @@ def _steady_iperf(stack, host, fam, port, reverse, attempts=2):
     """A 32-flow run for byte shares over a healthy host's NICs: (iperf3 result, shares, total bytes, the NIC
     watcher's egress-set changes during the last run).
 
-    The shares are those of the whole egress set only when the host's NIC watcher left it alone during the
-    run (its journal): when it changed the set, that run measured the watcher, not the spread. It is then
-    reported with the watcher's reasons and made again, at most ``attempts`` times in all; the caller
-    asserts the last run's shares whatever the watcher did. (A CI run of 2026-11-28: eth2 carried 0.0 of a
-    4-NIC egress run, the next run on the same host 0.25; on the lab's 2 loaded cores the 50 ms x 3 detection
-    can take a NIC out without a fault, docs/lab.md.)"""
+    A run starts once the watcher publishes every NIC in the egress set (within 20 s: a test before may have
+    left a NIC in its hold-down). The shares are those of the whole egress set only when the watcher left it
+    alone during the run (its journal): when it changed the set, that run measured the watcher, not the
+    spread. It is then reported with the watcher's reasons and made again, at most ``attempts`` times in
+    all; the caller asserts the last run's shares whatever the watcher did. (A CI run of 2026-11-28: eth2
+    carried 0.0 of a 4-NIC egress run, the next run on the same host 0.25; on the lab's 2 loaded cores the
+    50 ms x 3 detection can take a NIC out without a fault, docs/lab.md.)"""
     for attempt in range(1, attempts + 1):
+        _until("%s: NICs out of the egress set before the run" % host, lambda: _published_out(stack.lab, host),
+               lambda v: v == [], 20)
         since = time.time()
         res, sh, total = stack.lab.iperf(host, fam, port, flows=FLOWS, seconds=RUN, reverse=reverse, interval=1.0)
-        changes = watcher_changes(stack.lab, host, since - 0.5)
+        changes = watcher_changes(stack.lab, host, since)
         if not changes or attempt == attempts:
             return res, sh, total, changes
         # a warning, so that pytest's summary shows it also when the second run passes (CI logs only failures)
         warnings.warn("%s %s %s: the NIC watcher changed the egress set during the run, measured again: shares %s, "
                       "changes %s" % (stack.mode, host, fam, dict((k, round(v, 3)) for k, v in sorted(sh.items())),
                                       changes))
-        _until("%s: NICs out of the egress set" % host, lambda: _published_out(stack.lab, host), lambda v: v == [], 20)
 
 
 def _spread(stack, host, fam, reverse, port):
