@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
@@ -60,14 +60,19 @@ class ActionModule(ActionBase):
         """O(bfd_multihop_hosts) unset: the members of group gpu_hosts whose host_datapath_ebpf is false (each
         host's own variable, read untemplated and templated alone; unset is the eBPF datapath)."""
         hostvars = task_vars.get("hostvars") or {}
+        raw_get = getattr(hostvars, "raw_get", hostvars.get)   # HostVars: untemplated, one variable pass
         pairs = []
         for host in (task_vars.get("groups") or {}).get("gpu_hosts") or []:
-            raw_get = getattr(hostvars, "raw_get", hostvars.get)   # HostVars: untemplated, one variable pass
             raw = raw_get(host) if host in hostvars else {}
             value = raw.get("host_datapath_ebpf") if isinstance(raw, dict) else None
             if value is not None:
-                value = self._templar.template(value)
-            pairs.append((host, None if value is None else boolean(value, strict=False)))
+                try:
+                    value = boolean(self._templar.template(value), strict=False)
+                except AnsibleError as exc:
+                    raise AnsibleActionFail("tor_render: host_datapath_ebpf of %s: %s; nothing was written. Fix: "
+                                            "give the host a boolean there, or set bfd_multihop_hosts (the tor_bgp "
+                                            "role: tor_bgp_bfd_multihop_hosts)" % (host, to_native(exc)))
+            pairs.append((host, value))
         return multihop_hosts(pairs)
 
     def _render(self, result, topology, dest, devices, options, md5_keys):

@@ -143,15 +143,28 @@ def test_role_and_change_scope_render_the_same_text(tmp_path):
     # lab-r1-h1 and lab-r2-h1 on the kernel datapath: ebgp-multihop on their peer-groups, ttl-security elsewhere
     assert "ebgp-multihop" in r1 and "ebgp-multihop" in r2
     for text, kernel, ebpf in ((r1, "lab-r1-h1", "lab-r1-h2"), (r2, "lab-r2-h1", "lab-r2-h2")):
-        groups = dict((line.split()[1], line) for line in text.splitlines() if " ebgp-multihop " in line
-                      or " ttl-security " in line)
-        assert any(kernel.upper().replace("-", "_") in g.upper().replace("-", "_") and "ebgp-multihop" in line
-                   for g, line in groups.items()), groups
-        assert not any(ebpf.upper().replace("-", "_") in g.upper().replace("-", "_") and "ebgp-multihop" in line
-                       for g, line in groups.items()), groups
+        multihop = set(line.split()[1] for line in text.splitlines() if " ebgp-multihop " in line)
+        ttl = set(line.split()[1] for line in text.splitlines() if " ttl-security " in line)
+        assert multihop and all(g.startswith("HOST-%s-" % kernel) for g in multihop), multihop
+        assert ttl and all(g.startswith("HOST-%s-" % ebpf) for g in ttl), ttl
     # the user's spine_networks.ipv4 wins, the fabric's ipv6 stays (recursive, as the role always merged)
     spine = files[role["devices"]["lab-spine1"]["config"]]
     assert "198.19.5.0/24" in spine and "fd00:5::/64" in spine and "198.19.9.0/24" not in spine
     # the former scope composition saw every ToR as changed
     assert {"lab-r1-tor.cfg", "lab-r2-tor.cfg"} <= set(os.path.basename(p) for p in before["written"]), \
         before["written"]
+
+
+def test_a_host_datapath_ebpf_that_cannot_be_templated_names_the_host_and_writes_nothing(tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(SCOPE_INVENTORY.replace('lab-r1-h2: {}', 'lab-r1-h2: {host_datapath_ebpf: "{{ no_such_var }}"}'))
+    play = tmp_path / "scope.yml"
+    play.write_text(SCOPE_PLAY % {"topology": os.path.join(ROOT, "inventories", "lab", "fabric.yml")})
+    dest = tmp_path / "intended"
+    proc = subprocess.run(["ansible-playbook", "-i", str(inv), str(play), "-e", "dest=%s" % dest], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    failed = json.loads(proc.stdout[proc.stdout.index("{"):])["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert failed["failed"] is True and "host_datapath_ebpf of lab-r1-h2" in failed["msg"], failed["msg"]
+    assert "no_such_var" in failed["msg"] and "Fix:" in failed["msg"]
+    assert not dest.exists()

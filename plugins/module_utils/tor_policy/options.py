@@ -104,7 +104,7 @@ def multihop_hosts(hosts_ebpf):
     """The hosts whose sessions need multihop BFD: those on the kernel datapath. ``hosts_ebpf``: [(host,
     host_datapath_ebpf value or None when unset)] in inventory order; unset means eBPF (the host_datapath
     role's default)."""
-    return [h for h, ebpf in hosts_ebpf if not (True if ebpf is None else ebpf)]
+    return [h for h, ebpf in hosts_ebpf if ebpf is not None and not ebpf]
 
 
 def resolve_options(options):
