@@ -15,6 +15,7 @@ import warnings
 import pytest
 
 import mns_stack as M
+from labkit.gray_stack import watcher_changes   # [(epoch, NIC, out|in, why)] from its journal
 
 FLOWS = 32
 RUN = 6
@@ -141,12 +142,6 @@ def _spread(stack, host, fam, reverse, port):
         assert abs(s - 1.0 / n) <= 0.05, "%s %s: NIC %s share %.3f, want %.3f +- 0.05 (%s); egress-set changes " \
             "during the run: %s" % (host, fam, nic, s, 1.0 / n, sh, changes)
     return bps
-
-
-def watcher_changes(lab, host, since_epoch):
-    """The NIC watcher's egress-set changes on ``host`` since ``since_epoch``: [(epoch, NIC, out|in, why)]."""
-    from labkit.gray_stack import watcher_changes as changes
-    return changes(lab, host, since_epoch)
 
 
 def _published_out(lab, host):
