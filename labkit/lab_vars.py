@@ -14,11 +14,13 @@ SHARED = os.path.join(REPO, "inventories", "lab", "group_vars", "all")
 RELAXED_TIMERS = os.path.join(REPO, "inventories", "lab", "shared", "relaxed_timers.yml")
 
 
-def link_group_vars(folder, relaxed_timers=True, monitoring_port=None):
+def link_group_vars(folder, relaxed_timers=True, monitoring_port=None, monitoring=True):
     """``folder``/group_vars/all with links to the lab's lab.yml and vault.yml (MD5 keys, BFD, consent flags)
     and, unless ``relaxed_timers`` is false, to the relaxed detection timers, read after lab.yml; with
-    ``monitoring_port``, a monitoring.yml giving the lab that port block (a lab that runs beside others). Returns
-    the group_vars/all path; links already there are kept."""
+    ``monitoring_port``, a monitoring.yml giving the lab that port block (a lab that runs beside others); with
+    ``monitoring`` false, that file turns the lab's monitoring off (lab.yml turns it on), for a fabric whose tests
+    never read it: its Prometheus and what runs with it cost CPU for nothing. Returns the group_vars/all
+    path; links already there are kept."""
     gv = os.path.join(str(folder), "group_vars", "all")
     os.makedirs(gv, exist_ok=True)
     targets = [os.path.join(SHARED, name) for name in ("lab.yml", "vault.yml")]
@@ -28,7 +30,10 @@ def link_group_vars(folder, relaxed_timers=True, monitoring_port=None):
         link = os.path.join(gv, os.path.basename(target))
         if not os.path.lexists(link):
             os.symlink(target, link)
+    lines = [] if monitoring else ["lab_monitoring: false"]
     if monitoring_port is not None:
+        lines.append("lab_monitoring_port: %d" % monitoring_port)
+    if lines:
         with open(os.path.join(gv, "monitoring.yml"), "w") as f:
-            f.write("lab_monitoring_port: %d\n" % monitoring_port)
+            f.write("".join(x + "\n" for x in lines))
     return gv

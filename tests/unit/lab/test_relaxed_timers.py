@@ -54,3 +54,12 @@ def test_link_group_vars_of_a_fabric_written_at_run_time(tmp_path):
     plain = link_group_vars(tmp_path / "fifty", relaxed_timers=False, monitoring_port=20990)
     assert sorted(os.listdir(plain)) == ["lab.yml", "monitoring.yml", "vault.yml"]
     assert _load(os.path.join(plain, "monitoring.yml")) == {"lab_monitoring_port": 20990}
+
+
+def test_link_group_vars_turns_the_monitoring_off_for_a_fabric_that_never_reads_it(tmp_path):
+    off = link_group_vars(tmp_path / "off", monitoring_port=20990, monitoring=False)
+    assert _load(os.path.join(off, "monitoring.yml")) == {"lab_monitoring": False, "lab_monitoring_port": 20990}
+    assert _load(os.path.join(link_group_vars(tmp_path / "bare", monitoring=False), "monitoring.yml")) == {
+        "lab_monitoring": False}
+    # the monitoring.yml Ansible reads sorts after lab.yml (which turns it on), so it wins
+    assert sorted(os.listdir(off)).index("monitoring.yml") > sorted(os.listdir(off)).index("lab.yml")
