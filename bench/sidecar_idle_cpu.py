@@ -115,7 +115,7 @@ def measure(h, name, seconds):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
