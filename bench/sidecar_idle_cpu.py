@@ -12,7 +12,7 @@ the announcement back, with the start's time to four next hops. Variants run one
 alternating, so the figures compare under the same load. Prints % of one core; asserts nothing.
 
 Why it matters: a sidecar runs per workload container, all the time. An 8-NIC host with 8 containers runs 8
-ExaBGP and 8 helpers with 64 sessions between them; the CI lab fabrics run 4-20 slots each (docs/performance.md).
+ExaBGP and 8 helpers with 64 sessions between them; the CI lab fabrics run 4-8 slots each (docs/performance.md).
 
 Usage: flock /work/lab.lock .venv/bin/python bench/sidecar_idle_cpu.py [--seconds 30] [--rounds 2]
 """
@@ -27,22 +27,22 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from labkit.mnv_harness import Harness  # noqa: E402
+from labkit.mnv_harness import Harness  # noqa: E402  (makes the collection importable)
+from ansible_collections.netscale.multinic.plugins.module_utils.vipinjector import render  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
-# the role's defaults (roles/vipinjector/defaults/main.yml), not the harness's fast test timers
-DEFAULTS = {
-    "health": {"type": "none", "interval": 1.0, "rise": 2, "fall": 3, "timeout": 1.0},
-    "path_check": {"type": "route", "interval": 1.0, "rise": 2, "fall": 2, "timeout": 1.0},
-}
+# the sidecar's defaults (render.DEFAULTS, what the role deploys), not the harness's fast test timers; health
+# type none is the lab's consent (inventories/lab/group_vars/all/lab.yml)
+HEALTH = dict(render.DEFAULTS["health"], type="none")
+PATH_CHECK = render.DEFAULTS["path_check"]
 
 VARIANTS = {
     # name: (instance option overrides, extra ExaBGP environment)
     "as deployed": ({}, {}),
     # ExaBGP's own loop time (exabgp.reactor.speed 1.0: 10 ms sleeps), what the sidecar ran before
     "ExaBGP's 10 ms loop": ({}, {"exabgp_reactor_speed": "1.0"}),
-    "no path check": ({"path_check": {"type": "none", "interval": 1.0, "rise": 2, "fall": 2, "timeout": 1.0}}, {}),
+    "no path check": ({"path_check": dict(PATH_CHECK, type="none")}, {}),
 }
 
 
@@ -81,8 +81,7 @@ def helper_pid(exabgp_pid, timeout=10.0):
 
 def measure(h, name, seconds):
     over, extra_env = VARIANTS[name]
-    opts = dict(DEFAULTS)
-    opts.update(over)
+    opts = dict({"health": HEALTH, "path_check": PATH_CHECK}, **over)
     opts["egress_state"] = {"file": os.path.join(h.tmp, "egress-state.json"), "poll": 0.05, "stale_after": 5.0}
     h.write_instance(1, **opts)
     env = h.env

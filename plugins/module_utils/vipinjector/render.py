@@ -366,7 +366,7 @@ def render_env(m):
         ("exabgp_log_message", "false"),
         ("exabgp_log_network", "true"),
         # ExaBGP's reactor sleeps a hundredth of this between idle loops: 10 ms by default, 100 wake-ups a second
-        # per sidecar, ~2 % of a core each while nothing happens (bench/sidecar_idle_cpu.py). The helper's commands
+        # per sidecar, 1.6-2.2 % of a core each while nothing happens (bench/sidecar_idle_cpu.py). The helper's commands
         # and the peers' messages wake it at once (their descriptors are polled), so only its own timers
         # (keepalives every 3 s, connection retries) move by up to 50 ms.
         ("exabgp_reactor_speed", "5.0"),

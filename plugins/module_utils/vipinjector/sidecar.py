@@ -174,7 +174,7 @@ def probe_paths(spec, sessions):
     ``route`` (default): the interface holding the session's local address is up with carrier, the route to
     the peer from that address leaves through that interface, and the peer's (or the route's gateway's)
     neighbour entry there is not FAILED. The addresses, the neighbours and every session's route come from one
-    ``ip -batch`` process per round: three ``ip`` processes per session and second cost a 4-NIC sidecar ~1.6 %%
+    ``ip -batch`` process per round: three ``ip`` processes per session and second cost a 4-NIC sidecar ~1.6 %
     of a core (bench/sidecar_idle_cpu.py). ``command``: argv with {peer} {local} {nic} substituted, per
     session. ``tcp``: connect to {peer}:port from the local address, per session. ``none``: always up.
     """
