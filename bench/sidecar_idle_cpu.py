@@ -36,6 +36,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 # type none is the lab's consent (inventories/lab/group_vars/all/lab.yml)
 HEALTH = dict(render.DEFAULTS["health"], type="none")
 PATH_CHECK = render.DEFAULTS["path_check"]
+EGRESS = render.DEFAULTS["egress_state"]
 
 VARIANTS = {
     # name: (instance option overrides, extra ExaBGP environment)
@@ -43,6 +44,9 @@ VARIANTS = {
     # ExaBGP's own loop time (exabgp.reactor.speed 1.0: 10 ms sleeps), what the sidecar ran before
     "ExaBGP's 10 ms loop": ({}, {"exabgp_reactor_speed": "1.0"}),
     "no path check": ({"path_check": dict(PATH_CHECK, type="none")}, {}),
+    # the egress state (the NIC watcher's file, in a directory inotify watches) polled every 1 s instead
+    "egress poll 1 s": ({"egress_state": dict(EGRESS, poll=1.0)}, {}),
+    "no egress state": ({"egress_state": dict(EGRESS, file=None)}, {}),
 }
 
 
@@ -81,8 +85,9 @@ def helper_pid(exabgp_pid, timeout=10.0):
 
 def measure(h, name, seconds):
     over, extra_env = VARIANTS[name]
-    opts = dict({"health": HEALTH, "path_check": PATH_CHECK}, **over)
-    opts["egress_state"] = {"file": os.path.join(h.tmp, "egress-state.json"), "poll": 0.05, "stale_after": 5.0}
+    opts = dict({"health": HEALTH, "path_check": PATH_CHECK, "egress_state": EGRESS}, **over)
+    if opts["egress_state"]["file"]:   # the harness's own directory (inotify watches it), not the host's /run
+        opts["egress_state"] = dict(opts["egress_state"], file=os.path.join(h.tmp, "egress-state.json"))
     h.write_instance(1, **opts)
     env = h.env
     h.env = lambda slot: dict(env(slot), **extra_env)

@@ -307,3 +307,40 @@ def test_wake_up_while_stopping_is_ignored(host, tmp_path, egress):
     assert h.run() == 0
     assert seen == {"announced": True, "withdrawn": True}
     assert not any(s["announced"] for s in h.core.status()["sessions"])
+
+
+@linux_only
+def test_the_poll_slows_to_the_recheck_only_while_the_wake_up_runs(host, tmp_path, watch):
+    """With the wake-up running, the egress state is polled every EGRESS_RECHECK s (it only notices a stale
+    state then); without it (never started, or stopped), every ``poll`` s as before."""
+    h, dummy = _helper(host, tmp_path / NAME)
+    assert h.egress_poll == 0.05 and sidecar.EGRESS_RECHECK == 1.0
+    assert h.egress_interval() == 0.05                       # no watch yet
+    h.egress_watch, started = watch()
+    assert started is True and h.egress_watch.live
+    assert h.egress_interval() == 1.0
+    h.egress_poll = 2.0                                      # a slower poll than the recheck stays as it is
+    assert h.egress_interval() == 2.0
+    h.egress_poll = 0.05
+    h.egress_watch.close()
+    h.egress_watch.thread.join(5)
+    assert not h.egress_watch.live and h.egress_interval() == 0.05
+    assert h.egress_watch.events.empty()                     # close() wakes nobody
+    h.egress_watch, started = watch(tmp_path / "absent" / NAME)
+    assert started is False and not h.egress_watch.live and h.egress_interval() == 0.05
+
+
+def test_a_wake_up_that_stops_by_itself_wakes_the_helper_once(tmp_path):
+    """The thread's read ends (here: its descriptor reports end of file) without close(): the helper is woken
+    once, so that its loop, which may sleep up to EGRESS_RECHECK s, polls at once and every ``poll`` s after."""
+    r, w_end = os.pipe()
+    w = sidecar.EgressWatch(str(tmp_path / NAME), queue.Queue(), Log())
+    w.fd, w.wd = r, 1
+    w.thread = sidecar.threading.Thread(target=w._run, daemon=True)
+    w.thread.start()
+    assert w.live
+    os.close(w_end)
+    w.thread.join(5)
+    assert not w.thread.is_alive() and w.fd is None and not w.live
+    assert w.events.get(timeout=5) == ("egress", None)
+    assert w.events.empty()
