@@ -79,7 +79,8 @@ else
 
   # Then four pytest processes side by side, each on lab fabrics and monitoring ports of its own: the Molecule
   # lanes and the scoped rollout at nice 10 (they saturate both cores with Ansible; the scoped rollout in a lane of
-  # its own, so that no lane ends with it running alone on a half-idle machine), and beside them, at normal
+  # its own, so that no lane ends with it running alone on a half-idle machine; the live ToR policy tests after it,
+  # where they wait without holding up the first group), and beside them, at normal
   # priority, the lab tests that check decisions (monitoring cases, drains, rulebooks, the lease); those mostly
   # wait, and the niceness keeps their agents' probes and timers from queueing behind the lanes' Ansible. The
   # lanes' labs are built from the lab image and the sidecar wheel cached by the first group.
