@@ -372,7 +372,6 @@ class EgressWatch(object):
 
     def _run(self):
         fd = self.fd
-        ended_awake = False   # the directory went away: the helper was woken for it already
         try:
             while True:
                 buf = os.read(fd, 65536)
@@ -388,11 +387,9 @@ class EgressWatch(object):
                         wake = True
                 if gone and not self.closing:
                     self.log("egress state: %s is gone; polling %s only" % (self.folder, self.path))
-                    wake = True
                 if wake and not self.closing:
                     self.events.put(("egress", None))
                 if gone or self.closing:
-                    ended_awake = gone
                     break
         except Exception as exc:  # pylint: disable=broad-except
             if not self.closing:
@@ -402,9 +399,10 @@ class EgressWatch(object):
             with self._lock:
                 self.fd = None
                 os.close(fd)
-            if not self.closing and not ended_awake:
-                # the helper's loop may sleep up to EGRESS_RECHECK s: wake it, so it polls at once and every
-                # ``poll`` s from now on
+            if not self.closing:
+                # ended without close() (the directory went away, the read failed): wake the helper once ``live``
+                # is False, so that its loop, which may sleep up to EGRESS_RECHECK s, polls at once and every
+                # ``poll`` s from then on
                 self.events.put(("egress", None))
 
     @property

@@ -344,3 +344,31 @@ def test_a_wake_up_that_stops_by_itself_wakes_the_helper_once(tmp_path):
     assert not w.thread.is_alive() and w.fd is None and not w.live
     assert w.events.get(timeout=5) == ("egress", None)
     assert w.events.empty()
+
+
+@linux_only
+def test_the_wake_up_for_a_removed_directory_comes_once_the_watch_is_down(tmp_path, watch):
+    """The helper is woken after the watch stopped (not before: it would go back to sleep for EGRESS_RECHECK s
+    with nothing left to wake it), and once. Taking the watch down is slowed (its lock), so that a wake-up sent
+    before it is down would be seen while the watch is still live."""
+    run = tmp_path / "run"
+    run.mkdir()
+    w, ok = watch(run / NAME)
+    assert ok is True and w.live
+
+    class SlowLock(object):
+        def __init__(self, lock):
+            self.lock = lock
+
+        def __enter__(self):
+            time.sleep(0.3)
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            return self.lock.__exit__(*exc)
+    w._lock = SlowLock(w._lock)
+    run.rmdir()
+    assert w.events.get(timeout=5) == ("egress", None)
+    assert not w.live
+    w.thread.join(5)
+    assert w.events.empty()
