@@ -82,6 +82,9 @@ options:
     description:
       - The holder of the fabric's lease (design section 9) as the lease module reports it, at least C(job), and
         C(kind), C(since) when known; null when nobody holds it. A holder other than O(job) refuses the decision.
+      - The view of the lease module (C(netscale.multinic.fabric_lease), its C(holder)) is read too; with
+        C(refused=true) added (the lease module refused this job, C(drain.yml) passes it so that the refusal is
+        journaled) it refuses whatever its id.
     type: dict
   job:
     description: This job's id (journaled; a lease held by this job does not refuse it).

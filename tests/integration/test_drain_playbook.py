@@ -2,6 +2,7 @@
 journal and the scheduler hook; no lab): the budget's refusals, check mode, idempotency, the lease input."""
 import json
 import os
+import re
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -76,8 +77,9 @@ def test_bad_request_names_the_field_and_changes_nothing(tmp_path):
 
 def test_drain_refused_while_another_job_holds_the_fabric_lease(tmp_path):
     """A rollout (here: this test's process, holding the lease through the core as rollout.yml would) holds the
-    fabric: drain.yml is refused before the budget, naming the holder, and nothing is journaled or changed; once
-    the rollout released it, the same drain is decided by the budget and takes and gives back the lease."""
+    fabric: drain.yml is refused, naming the holder, and nothing is changed; the refusal is journaled as a budget
+    decision (rule lease, the holder named) - in check mode only shown. Once the rollout released it, the same drain
+    is decided by the budget and takes and gives back the lease."""
     import sys
     sys.path.insert(0, os.path.join(ROOT, ".build"))
     from ansible_collections.netscale.multinic.plugins.module_utils.rollout import lease
@@ -87,16 +89,25 @@ def test_drain_refused_while_another_job_holds_the_fabric_lease(tmp_path):
     holder = lease.make_member("rollout-under-test", "rollout.yml", pid=os.getpid())
     assert lease.acquire(leases, "example", holder)["action"] == "acquired"
     budget = ["-e", json.dumps({"drain_budget": {"max_zone_tor_share": 0.5}})]
+    check = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", "--check", *budget)
+    assert check.returncode != 0 and "REFUSED by the blast-radius budget: the fabric lease is held by " \
+        "rollout-under-test" in check.stdout, check.stdout[-3000:]
+    assert _journal(journal) == []   # check mode journals nothing
     refused = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *budget)
     assert refused.returncode != 0
     assert "rollout-under-test" in refused.stdout and "rollout.yml" in refused.stdout, refused.stdout[-3000:]
-    assert _journal(journal) == []
+    assert "REFUSED by the blast-radius budget: the fabric lease is held by rollout-under-test" in refused.stdout
+    recs = _journal(journal)
+    assert [(r["type"], r["action"], r["allowed"]) for r in recs] == [("decision", "drain", False)], recs
+    assert len(recs[0]["reasons"]) == 1 and "playbook rollout.yml" in recs[0]["reasons"][0], recs[0]["reasons"]
+    assert re.findall(r"PLAY \[(.*?)\]", refused.stdout)[-1] == "Drain | blast-radius budget"   # stopped there
     assert lease.inspect(leases, "example")["members"][0]["rollout_id"] == "rollout-under-test"
+    assert len(lease.inspect(leases, "example")["members"]) == 1   # the refused drain neither joined nor released it
     lease.release(leases, "example", lease.member_key(holder))
     allowed = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1", *budget)
     assert allowed.returncode == 0, allowed.stdout[-3000:]
     outcomes = [(r["type"], r.get("allowed", r.get("ok"))) for r in _journal(journal)]
-    assert outcomes == [("decision", True), ("outcome", True)]
+    assert outcomes == [("decision", False), ("decision", True), ("outcome", True)]
     assert not lease.inspect(leases, "example")["members"]   # the drain gave it back
 
 

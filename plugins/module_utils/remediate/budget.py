@@ -15,7 +15,9 @@ Rules of a drain (all are checked; every one that fails is a reason):
 
 * ``lease``: no other job holds the fabric's lease (a rollout, rollback, decommission, site run or
   another drain, design section 9). The lease itself is another module's; this rule takes its holder
-  as an input (``lease``: ``None`` or ``{"job": ..., "kind": ...}``).
+  as an input (``lease``: ``None`` or ``{"job": ..., "kind": ...}``). A holder marked ``refused`` (the
+  lease module refused this job, ``drain.yml`` passes its holder so that the refusal is journaled)
+  refuses whatever its job id: the lease module, not the id, says who holds the fabric.
 * ``last_nic`` (NIC scope): never a host's last NIC: the host's NICs already drained plus this one
   must leave at least one in service.
 * ``rack_nic_share`` (NIC and host scopes): the share of a rack's NICs out at once (drained NICs, every
@@ -241,22 +243,24 @@ def lease_holder(lease):
     """The lease's holder as the budget reads it: None (free) or ``{job, kind, since, description, stale}``.
 
     Accepts ``{job, kind, since}`` and the view of the fabric lease (``netscale.multinic.fabric_lease``
-    ``state: inspected``, its ``holder``: ``{held, stale, rollout_id, group, description, members}``)."""
+    ``state: inspected``, its ``holder``: ``{held, stale, rollout_id, group, description, members}``), plus
+    ``refused: true`` when the lease module refused this job (a refused holder is never read as free)."""
     if not lease:
         return None
     if not isinstance(lease, dict):
         return {"job": str(lease)}
     if "held" in lease:
-        if not lease.get("held"):
+        if not lease.get("held") and not lease.get("refused"):
             return None
         return {"job": lease.get("rollout_id") or lease.get("group") or "unknown", "kind": "job",
-                "description": lease.get("description"), "stale": bool(lease.get("stale"))}
+                "description": lease.get("description"), "stale": bool(lease.get("stale")),
+                "refused": bool(lease.get("refused"))}
     return dict(lease)
 
 
 def _lease_check(lease, job):
     holder = lease_holder(lease)
-    if holder and holder.get("job") and holder.get("job") != job:
+    if holder and holder.get("job") and (holder.get("refused") or holder.get("job") != job):
         if holder.get("description"):
             who = "%s (%s)" % (holder["job"], holder["description"])
         else:

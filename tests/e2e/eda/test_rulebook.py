@@ -210,9 +210,10 @@ def test_open_case_starts_one_snapshot_in_report_and_auto_and_updated_none(snaps
 def test_automatic_drains_use_the_fabrics_lease_and_drain_journal(real_drain_rulebook):
     """The real playbooks/drain.yml started by the rulebook (run_playbook runs it from a temporary copy of its
     directory): while a rollout holds the fabric's lease (<report_root>/journal/leases, where rollout.yml takes it) the
-    automatic drain is refused naming the holder, nothing journaled; once released, the next case's drain is decided
-    by the budget and journaled in the fabric's drain journal (<report_root>/drain), where a drain run by hand and the
-    next automatic one read it - not in the temporary copy, which ansible-rulebook removes after the run."""
+    automatic drain is refused naming the holder, the refusal journaled as the budget's decision (rule lease); once
+    released, the next case's drain is decided by the budget and journaled in the fabric's drain journal
+    (<report_root>/drain), where a drain run by hand and the next automatic one read it - not in the temporary copy,
+    which ansible-rulebook removes after the run."""
     from ansible_collections.netscale.multinic.plugins.module_utils.rollout import lease
     rb = real_drain_rulebook
     leases = os.path.join(rb.reports, "journal", "leases")
@@ -225,7 +226,11 @@ def test_automatic_drains_use_the_fabrics_lease_and_drain_journal(real_drain_rul
             RUN_TIMEOUT)
     assert "rollout-under-test" in open(rb.log).read(), rb.tail_log()
     drain_journal = os.path.join(rb.reports, "drain", "example", "drain-journal.jsonl")
-    assert not os.path.exists(drain_journal)
+    with open(drain_journal) as handle:
+        recs = [json.loads(x) for x in handle if x.strip()]
+    assert [(r["type"], r["action"], r["allowed"], r.get("case")) for r in recs] == [
+        ("decision", "drain", False, held)], recs
+    assert "the fabric lease is held by rollout-under-test" in recs[0]["reasons"][0], recs[0]["reasons"]
     assert lease.inspect(leases, "example")["members"][0]["rollout_id"] == "rollout-under-test"
     lease.release(leases, "example", lease.member_key(holder))
     # released: the budget decides (1 of the zone's 2 racks is over the default share 0.25: refused), journaled there
@@ -236,6 +241,6 @@ def test_automatic_drains_use_the_fabrics_lease_and_drain_journal(real_drain_rul
     with open(drain_journal) as handle:
         recs = [json.loads(x) for x in handle if x.strip()]
     assert [(r["type"], r["action"], r["allowed"], r.get("case")) for r in recs] == [
-        ("decision", "drain", False, free)], recs
-    assert "zone_tor_share" in json.dumps(recs[0]) or "of a zone's racks" in json.dumps(recs[0]), recs[0]
+        ("decision", "drain", False, held), ("decision", "drain", False, free)], recs
+    assert "of a zone's racks" in recs[1]["reasons"][0] and "lease" not in json.dumps(recs[1]["reasons"]), recs[1]
     assert not lease.inspect(leases, "example")["members"]   # the refused drain gave the lease back

@@ -94,6 +94,23 @@ def test_lease_held_by_another_job_refuses_drain_and_undrain_but_not_its_own():
     assert B.decide(FAB, req(host="h2", nic=0), set(), [], lease={"held": False, "description": "free"})["allowed"]
 
 
+def test_a_lease_that_refused_this_job_refuses_the_decision_whatever_the_holders_id():
+    """drain.yml hands the budget the holder the lease module refused it with (``refused: true``) so that the refusal
+    is journaled: it refuses even when the holder's id is this job's (a killed run of the same drain_job_id, stale
+    until broken with consent), and is never read as free."""
+    view = {"held": True, "stale": True, "rollout_id": "drain-1", "group": "ctl:42", "refused": True,
+            "description": "rollout drain-1, playbook drain.yml, controller ctl, pid 42"}
+    d = B.decide(FAB, req(host="h2", nic=0), set(), [], lease=view, job="drain-1")
+    assert not d["allowed"] and d["reasons"] == [
+        "the fabric lease is held by drain-1 (rollout drain-1, playbook drain.yml, controller ctl, pid 42), stale: "
+        "break it with consent first: no drain or undrain while another mutating job (rollout, rollback, "
+        "decommission, site, drain) runs"]
+    assert B.decide(FAB, req(host="h2", nic=0), set(), [], lease=dict(view, refused=False), job="drain-1")["allowed"]
+    assert not B.decide(FAB, req(host="h2", nic=0), set(), [], lease=dict(view, held=False), job="drain-1")["allowed"]
+    assert B.decide(FAB, req(host="h2", nic=0), set(), [], lease=dict(view, held=False, refused=False),
+                    job="drain-1")["allowed"]
+
+
 def test_rate_applies_to_automatic_drains_only_and_names_the_next_slot():
     hist = [{"action": "drain", "automatic": True, "allowed": True, "noop": False, "zone": "z1", "time": t}
             for t in (100.0, 200.0, 300.0)]
