@@ -1,18 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: netscale.multinic contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""CPU of one module run on a lab node, over the lab's connection and over the same connection with pipelining:
-prints figures, asserts nothing (docs/performance.md, "CI time").
+"""CPU of one module run on a lab node, over the lab's connection, over the same connection with pipelining, and
+with the lab's interpreter (python3 with a compile cache, plugins/module_utils/lab/interpreter.py): prints figures,
+asserts nothing (docs/performance.md, "CI time").
 
 The lab reaches every node with community.docker.nsenter, which has no pipelining (each module run: a remote
 temporary directory, ``tee`` of the AnsiballZ file, ``chmod``, the run, ``rm``; each an ``nsenter`` + ``sh``
 spawn). The pipelined variant (bench/ansible_plugins/connection/nsenter_pipelined.py) is the same plugin with the
 flag on. A node here is a ``sleep`` in a network namespace of its own (``unshare --net``), killed by PID at the
-end. The playbook runs ``--tasks`` ``ansible.builtin.ping`` tasks on it; the figures are the whole process tree's
-CPU (controller, forks, nsenter, the module's python) per task, and the wall time, for each connection, in
-alternating order, ``--rounds`` times; the ratio is taken within each round.
+end. The playbook runs ``--tasks`` ``ansible.builtin.ping`` tasks (``--module command``: ``command: true``) on it;
+the figures are the whole process tree's CPU (controller, forks, nsenter, the module's python) per task, and the
+wall time, for each variant, in alternating order, ``--rounds`` times; the ratios to the plain connection are taken
+within each round. The lab interpreter's variant has its compile cache filled by the warm-up, as a lab node's is
+after its first run of each module.
 
-  sudo .venv/bin/python bench/lab_connection.py [--tasks 60] [--rounds 3]
+  sudo .venv/bin/python bench/lab_connection.py [--tasks 60] [--rounds 3] [--module ping|command]
 """
 
 from __future__ import annotations
@@ -28,22 +31,31 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, ".build"))
 
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import interpreter  # noqa: E402
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import run_command  # noqa: E402
 PLUGINS = os.path.join(REPO, "bench", "ansible_plugins", "connection")
-CONNECTIONS = {"nsenter": "community.docker.nsenter", "nsenter + pipelining": "nsenter_pipelined"}
+PLAIN = "nsenter"
+# variant: (connection plugin, interpreter; None: the lab's, installed in the bench's work directory)
+VARIANTS = {PLAIN: ("community.docker.nsenter", "/usr/bin/python3"),
+            "nsenter + pipelining": ("nsenter_pipelined", "/usr/bin/python3"),
+            "nsenter + lab interpreter": ("community.docker.nsenter", None)}
+TASKS = {"ping": "    - ansible.builtin.ping:", "command": "    - ansible.builtin.command: 'true'"}
 
 
-def play(tasks):
+def play(tasks, module="ping"):
     lines = ["- hosts: node", "  gather_facts: false", "  tasks:"]
-    lines += ["    - ansible.builtin.ping:"] * tasks
+    lines += [TASKS[module]] * tasks
     return "\n".join(lines) + "\n"
 
 
-def time_playbook(work, connection, pid, tasks):
+def time_playbook(work, variant, pid, tasks):
+    connection, python = VARIANTS[variant]
+    if python is None:
+        python = os.path.join(interpreter.install(os.path.join(work, "node")), "python3")
     inventory = os.path.join(work, "inventory.ini")
     with open(inventory, "w") as f:
-        f.write("node ansible_connection=%s ansible_nsenter_pid=%d ansible_python_interpreter=/usr/bin/python3\n"
-                % (connection, pid))
+        f.write("node ansible_connection=%s ansible_nsenter_pid=%d ansible_python_interpreter=%s\n"
+                % (connection, pid, python))
     # a plain configuration: no callbacks of the collection, the bench's connection plugins
     config = os.path.join(work, "ansible.cfg")
     with open(config, "w") as f:
@@ -57,7 +69,7 @@ def time_playbook(work, connection, pid, tasks):
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
-        raise SystemExit("%s: ansible-playbook failed:\n%s%s" % (connection, p.stdout[-3000:], p.stderr[-2000:]))
+        raise SystemExit("%s: ansible-playbook failed:\n%s%s" % (variant, p.stdout[-3000:], p.stderr[-2000:]))
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
 
@@ -66,6 +78,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--tasks", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--module", choices=sorted(TASKS), default="ping")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         raise SystemExit("needs root (nsenter into a network namespace)")
@@ -74,17 +87,19 @@ def main(argv=None):
         time.sleep(0.3)
         with tempfile.TemporaryDirectory(prefix="netscale-lab-connection.") as work:
             with open(os.path.join(work, "play.yml"), "w") as f:
-                f.write(play(args.tasks))
-            time_playbook(work, CONNECTIONS["nsenter"], node.pid, 2)   # warm caches (AnsiballZ payloads, page cache)
+                f.write(play(args.tasks, args.module))
+            for name in VARIANTS:   # warm caches (AnsiballZ payloads, page cache, the lab interpreter's)
+                time_playbook(work, name, node.pid, 2)
             rows = []
             for r in range(args.rounds):
-                order = list(CONNECTIONS) if r % 2 == 0 else list(reversed(list(CONNECTIONS)))
-                got = dict((name, time_playbook(work, CONNECTIONS[name], node.pid, args.tasks)) for name in order)
+                order = list(VARIANTS) if r % 2 == 0 else list(reversed(list(VARIANTS)))
+                got = dict((name, time_playbook(work, name, node.pid, args.tasks)) for name in order)
                 rows.append(got)
-                print("round %d: %s; CPU ratio pipelined/plain %.2f" % (r + 1, "; ".join(
+                print("round %d: %s; CPU ratio to plain: %s" % (r + 1, "; ".join(
                     "%s %.1f ms CPU/task, %.1f ms wall/task" % (n, 1000 * c / args.tasks, 1000 * w / args.tasks)
-                    for n, (w, c) in got.items()), got["nsenter + pipelining"][1] / got["nsenter"][1]))
-            for name in CONNECTIONS:
+                    for n, (w, c) in got.items()), ", ".join(
+                    "%s %.2f" % (n, got[n][1] / got[PLAIN][1]) for n in VARIANTS if n != PLAIN)))
+            for name in VARIANTS:
                 cpus = sorted(1000 * row[name][1] / args.tasks for row in rows)
                 print("%-22s median %.1f ms CPU per module run (min %.1f, max %.1f), %d tasks x %d rounds"
                       % (name, cpus[len(cpus) // 2], cpus[0], cpus[-1], args.tasks, args.rounds))

@@ -61,7 +61,8 @@ class LabInventory(object):
                 view.hosts[name]["vars"].update({
                     "ansible_connection": "community.docker.nsenter",
                     "ansible_nsenter_pid": node["pid"],
-                    "ansible_python_interpreter": "/usr/bin/python3",
+                    # the lab's interpreter (lab/interpreter.py) when the build installed it
+                    "ansible_python_interpreter": node.get("python") or "/usr/bin/python3",
                     "multinic_lab_node": dict(node),
                 })
 

@@ -9,6 +9,8 @@
   `vtysh` and `frr-reload.py` work there unchanged.
 - GPU hosts: systemd as PID 1 in its own pid/mount/uts/net/ipc/cgroup namespaces, overlayfs
   over the cached base image, pivot_root.
+- Both: the interpreter Ansible runs there (``lab/interpreter.py``: python3 with a compile cache) bound
+  at /run/netscale-lab-python from the node's directory, in the node's own /run.
 Every created object is journaled in the state file right away (``lab.state``).
 """
 
@@ -19,6 +21,7 @@ import shutil
 import subprocess
 import time
 
+from ansible_collections.netscale.multinic.plugins.module_utils.lab import interpreter
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.proc import LabError, children, cmdline, run, start_time
 from ansible_collections.netscale.multinic.plugins.module_utils.lab.system import netns_name, tail
 from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
@@ -32,6 +35,9 @@ mkdir -p /run/frr /run/lock
 mount --bind /mnt/run-frr /run/frr
 mount --bind /mnt/etc-frr /etc/frr
 mount --bind /mnt/etc-sysctl.d /etc/sysctl.d
+# the interpreter Ansible runs here (lab/interpreter.py), in the box's own /run
+mkdir -p /run/netscale-lab-python
+mount --bind /mnt/python /run/netscale-lab-python
 umount /mnt
 # Drop copies of other namespaces' bind mounts (they would keep those namespaces alive).
 for m in $(findmnt -rn -t nsfs -o TARGET | sort -r); do umount -l "$m" 2>/dev/null || true; done
@@ -64,6 +70,9 @@ mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$m/sys"
 mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 "$m/sys/fs/cgroup"
 mount -t bpf -o mode=700 bpf "$m/sys/fs/bpf"
 mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$m/run"
+# the interpreter Ansible runs here (lab/interpreter.py), in the host's own /run
+mkdir -p "$m/run/netscale-lab-python"
+mount --bind "$d/python" "$m/run/netscale-lab-python"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$m/tmp"
 hostname "$name"
 cd "$m"
@@ -113,6 +122,7 @@ def start_boxes(lab, names=None):
         # The ToR role persists its sysctls in /etc/sysctl.d: a private one per box, so the lab
         # never writes the machine's own /etc.
         os.makedirs(os.path.join(d, "etc-sysctl.d"), exist_ok=True)
+        interpreter.install(d)
         cg = lab.cg_dir(name)
         lab.mkcg(cg)
         p = popen_in_cgroup(
@@ -121,7 +131,8 @@ def start_boxes(lab, names=None):
             cg, os.path.join(d, "box.log"))
         st = start_time(p.pid)
         lab.state.add(type="process", name="%s/holder" % name, pid=p.pid, started=st, node=name)
-        lab.state.set_node(name, pid=p.pid, kind=kind, netns=netns_name(name), cgroup=cg, dir=d, started=st)
+        lab.state.set_node(name, pid=p.pid, kind=kind, netns=netns_name(name), cgroup=cg, dir=d, started=st,
+                           python=interpreter.IN_NODE_PATH)
         started.append((name, p, d))
     for name, p, d in started:
         _wait_file(os.path.join(d, "run-frr", ".box-ready"), p, name, os.path.join(d, "box.log"))
@@ -148,6 +159,7 @@ def start_hosts(lab, rootfs, hosts=None):
         d = lab.node_dir(name)
         lab.mkdir(d)
         _write_host_etc(d, name)
+        interpreter.install(d)
         cg = lab.cg_dir(name)
         lab.mkcg(cg)
         p = popen_in_cgroup(
@@ -163,7 +175,7 @@ def start_hosts(lab, rootfs, hosts=None):
         st = start_time(init)
         lab.state.add(type="process", name="%s/init" % name, pid=init, started=st, node=name)
         lab.state.set_node(name, pid=init, kind="gpu_host", netns=netns_name(name), cgroup=cg, dir=d,
-                           started=st, unshare_pid=p.pid, rack=h["rack"])
+                           started=st, unshare_pid=p.pid, rack=h["rack"], python=interpreter.IN_NODE_PATH)
         attach_netns(lab, name, init)
 
 

@@ -123,6 +123,51 @@ def test_systemd_unit_through_ansible_runs_only_on_its_host(lab, tmp_path):
             assert active != "active" and not has_file, name
 
 
+def test_module_runs_use_the_lab_interpreter_and_its_compile_cache(lab, tmp_path):
+    """Ansible runs its modules on every lab node with the lab's interpreter (lab/interpreter.py); the first run on
+    a node fills that node's compile cache (in its directory, bound at /run/netscale-lab-python inside the node), a
+    second run of the same modules compiles nothing new."""
+    from ansible_collections.netscale.multinic.plugins.module_utils.lab import interpreter
+    dummy, state = lab
+    nodes = {"lab-r1-h1": state["nodes"]["lab-r1-h1"]}
+    nodes.update(dict([next((n, v) for n, v in sorted(state["nodes"].items()) if v["kind"] == "tor")]))
+    assert all(v["python"] == interpreter.IN_NODE_PATH for v in state["nodes"].values()), state["nodes"]
+    pb = tmp_path / "modules.yml"
+    pb.write_text(textwrap.dedent("""\
+        - name: Module runs on a host and a ToR
+          hosts: %s
+          gather_facts: false
+          tasks:
+            - name: Interpreter Ansible uses here
+              ansible.builtin.command: cat /proc/self/cmdline
+              register: cmdline
+              changed_when: false
+            - name: Interpreter seen from the module (its parent is the interpreter's python)
+              ansible.builtin.debug:
+                msg: "interpreter={{ ansible_python_interpreter }}"
+        """ % ",".join(sorted(nodes))))
+
+    def cache(node):
+        d = os.path.join(node["dir"], "python", "cache")
+        return sorted(os.listdir(d))
+
+    before = dict((n, cache(v)) for n, v in nodes.items())
+    out = labsnap.playbook("-i", labsnap.TOPOLOGY, str(pb))
+    for name in nodes:
+        assert labsnap.recap(out.stdout, name)["failed"] == "0", out.stdout[-3000:]
+        assert "interpreter=%s" % interpreter.IN_NODE_PATH in out.stdout
+    filled = dict((n, cache(v)) for n, v in nodes.items())
+    for name in nodes:
+        assert len(filled[name]) > len(before[name]) and not [e for e in filled[name] if e.endswith(".tmp")], name
+    out = labsnap.playbook("-i", labsnap.TOPOLOGY, str(pb))
+    assert all(labsnap.recap(out.stdout, n)["failed"] == "0" for n in nodes), out.stdout[-3000:]
+    assert dict((n, cache(v)) for n, v in nodes.items()) == filled   # nothing compiled again
+    for name, node in nodes.items():   # inside the node: the program, root's only
+        ls = subprocess.run(["nsenter", "-t", str(node["pid"]), "-m", "stat", "-c", "%a %U", interpreter.IN_NODE_PATH],
+                            capture_output=True, text=True, check=False)
+        assert ls.stdout.strip() == "700 root", (name, ls.stdout, ls.stderr)
+
+
 def _cgroup(pid):
     try:
         return open("/proc/%s/cgroup" % pid).read()
