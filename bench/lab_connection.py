@@ -50,8 +50,8 @@ def play(tasks, module="ping"):
 
 def time_playbook(work, variant, pid, tasks):
     connection, python = VARIANTS[variant]
-    if python is None:
-        python = os.path.join(interpreter.install(os.path.join(work, "node")), "python3")
+    # the lab's interpreter: installed once per work directory (main), as a lab node gets it at its start
+    python = python or os.path.join(work, "node", interpreter.NODE_SUBDIR, "python3")
     inventory = os.path.join(work, "inventory.ini")
     with open(inventory, "w") as f:
         f.write("node ansible_connection=%s ansible_nsenter_pid=%d ansible_python_interpreter=%s\n"
@@ -88,6 +88,7 @@ def main(argv=None):
         with tempfile.TemporaryDirectory(prefix="netscale-lab-connection.") as work:
             with open(os.path.join(work, "play.yml"), "w") as f:
                 f.write(play(args.tasks, args.module))
+            interpreter.install(os.path.join(work, "node"))
             for name in VARIANTS:   # warm caches (AnsiballZ payloads, page cache, the lab interpreter's)
                 time_playbook(work, name, node.pid, 2)
             rows = []

@@ -111,6 +111,17 @@ def test_drain_refused_while_another_job_holds_the_fabric_lease(tmp_path):
     assert not lease.inspect(leases, "example")["members"]   # the drain gave it back
 
 
+def test_a_lease_that_fails_for_another_reason_than_a_holder_stops_the_drain_there(tmp_path):
+    """drain.yml lets only a refusal (another holder) through to the budget; a lease that cannot be taken at all (here
+    a fabric name the lease refuses) fails at the lease task, naming the field, and nothing is journaled."""
+    journal = tmp_path / "journal"
+    bad = _play("drain.yml", journal, "-e", "drain_scope=tor", "-e", "drain_rack=b1-az1-r1",
+                "-e", "fabric_lease_fabric=bad/name")
+    assert bad.returncode != 0
+    assert "fabric='bad/name': use letters, digits" in bad.stdout, bad.stdout[-3000:]
+    assert "Blast-radius budget" not in bad.stdout and _journal(journal) == []
+
+
 def test_started_by_the_rulebook_without_the_fabrics_journal_is_refused(tmp_path):
     """Under Event-Driven Ansible the playbook runs from a temporary copy of its directory: a drain started by the
     rulebook (netscale_eda_request set) without absolute paths for the drain journal and the lease decides nothing,

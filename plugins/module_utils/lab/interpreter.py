@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.netscale.multinic.plugins.module_utils.writing import atomic_write
+
 # Where a node finds it: the node's own /run (a tmpfs of its mount namespace), a bind mount of
 # <node dir>/python made by the node's start script, so nothing is written to the machine's /usr or /run.
 IN_NODE_DIR = "/run/netscale-lab-python"
@@ -60,15 +62,18 @@ def _install_cache():
         except Exception:  # no entry yet, or one that cannot be read: compile
             pass
         code = compile_source(pathname, source)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
         try:
             os.makedirs(cache, mode=0o700, exist_ok=True)
-            tmp = "%s.%d.tmp" % (path, os.getpid())
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "wb") as f:
                 f.write(marshal.dumps(code))
             os.replace(tmp, path)
-        except Exception:  # a cache that cannot be written changes nothing
-            pass
+        except Exception:  # a cache that cannot be written changes nothing (and keeps no partial file)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         return code
 
     zipimport._compile_source = cached
@@ -105,11 +110,5 @@ def install(node_dir):
     d = os.path.join(node_dir, NODE_SUBDIR)
     os.makedirs(os.path.join(d, "cache"), mode=0o700, exist_ok=True)
     os.chmod(d, 0o700)
-    path = os.path.join(d, "python3")
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o700)
-    with os.fdopen(fd, "w") as f:
-        f.write(PROGRAM)
-    os.chmod(tmp, 0o700)
-    os.replace(tmp, path)
+    atomic_write(os.path.join(d, "python3"), PROGRAM, mode=0o700)
     return d

@@ -138,13 +138,13 @@ def test_module_runs_use_the_lab_interpreter_and_its_compile_cache(lab, tmp_path
           hosts: %s
           gather_facts: false
           tasks:
-            - name: Interpreter Ansible uses here
-              ansible.builtin.command: cat /proc/self/cmdline
-              register: cmdline
+            - name: The process that runs the module (the shell's parent), as the node sees it
+              ansible.builtin.shell: tr '\\0' ' ' < /proc/$PPID/cmdline
+              register: module_process
               changed_when: false
-            - name: Interpreter seen from the module (its parent is the interpreter's python)
+            - name: Show it
               ansible.builtin.debug:
-                msg: "interpreter={{ ansible_python_interpreter }}"
+                msg: "module process=[{{ module_process.stdout }}]"
         """ % ",".join(sorted(nodes))))
 
     def cache(node):
@@ -155,7 +155,11 @@ def test_module_runs_use_the_lab_interpreter_and_its_compile_cache(lab, tmp_path
     out = labsnap.playbook("-i", labsnap.TOPOLOGY, str(pb))
     for name in nodes:
         assert labsnap.recap(out.stdout, name)["failed"] == "0", out.stdout[-3000:]
-        assert "interpreter=%s" % interpreter.IN_NODE_PATH in out.stdout
+    # the shell module's parent: /usr/bin/python3 running the lab's program with the AnsiballZ script
+    shown = [line for line in out.stdout.splitlines() if "module process=[" in line]
+    assert len(shown) == len(nodes), out.stdout[-3000:]
+    for line in shown:
+        assert "/usr/bin/python3 %s " % interpreter.IN_NODE_PATH in line and "AnsiballZ_command.py" in line, line
     filled = dict((n, cache(v)) for n, v in nodes.items())
     for name in nodes:
         assert len(filled[name]) > len(before[name]) and not [e for e in filled[name] if e.endswith(".tmp")], name
