@@ -53,6 +53,7 @@ def build_stack(mode, hosts, tors, check_fresh):
     t0 = time.monotonic()
     out["run"] = M.site(*extra)
     out["run_s"] = time.monotonic() - t0
+    out["deployed_at"] = time.time()   # a host session (re)established after this was reset after the deploy
     t0 = time.monotonic()
     out["rerun"] = M.site(*extra) if mode == "ebpf" else M.site("--check", "--diff", *extra)
     out["rerun_s"] = time.monotonic() - t0
@@ -80,20 +81,54 @@ def test_site_converges(stack):
         assert again[h]["changed"] == 0 and again[h]["failed"] == 0, "second run on %s: %s" % (h, again[h])
 
 
+def _fib_widths(lab, tor, want):
+    fib = lab.tor_fib(tor)
+    return dict((p, len(fib.get(p.split("/")[0], ()))) for p in want)
+
+
+def _sessions_reset_after(lab, tor, slot, since):
+    """The ToR's sessions of one slot (one per NIC) that are not Established now or were established after
+    ``since`` (epoch): {neighbor: (state, uptime s, lastResetDueTo)}."""
+    js = json.loads(lab.x(tor, ["vtysh", "-c", "show bgp neighbors json"]).stdout or "{}")
+    age = time.time() - since
+    out = {}
+    for n in slot["nics"]:
+        p = js.get(n["address"]["ipv6"]) or {}
+        up = p.get("bgpTimerUpMsec", 0) / 1000.0 if p.get("bgpState") == "Established" else 0.0
+        if up < age:
+            out[n["address"]["ipv6"]] = (p.get("bgpState"), round(up, 1), p.get("lastResetDueTo"))
+    return out
+
+
 def test_tor_fib_width(stack):
     """Every task IP (both slots, both families) in its ToR's kernel FIB with width = NIC count,
-    the same in frr_facts; every host session Established."""
+    the same in frr_facts; every host session Established.
+
+    A width short of the NIC count passes only when, for every slot short of it, a session of that slot was
+    reset after the deploy ended (BGP's own record: not Established, or up for less time than since the
+    deploy) and the width comes back within 60 s; such a run is reported as a warning. A CI run of
+    2026-11-29 read slot 2 of the 2-NIC host at width 1 in both families, the next test found every BFD peer
+    up: on the lab's 2 loaded cores a 50 ms x 3 BFD session can time out without a fault (docs/lab.md).
+    A short width with no session reset behind it fails at once."""
     lab = stack.lab
     for tor in stack.tors:
-        want = {}
+        want, slot_of = {}, {}
         for h in stack.hosts:
             if lab.tor_of(h) != tor:
                 continue
             for s in lab.hosts[h]["slots"]:
                 for fam in ("ipv4", "ipv6"):
                     want[s["task_ip"][fam]] = len(lab.hosts[h]["nics"])
-        fib = lab.tor_fib(tor)
-        got = dict((p, len(fib.get(p.split("/")[0], ()))) for p in want)
+                    slot_of[s["task_ip"][fam]] = (h, s)
+        got = _fib_widths(lab, tor, want)
+        if got != want:
+            short = dict((p, slot_of[p]) for p in want if got[p] != want[p])
+            resets = dict((p, _sessions_reset_after(lab, tor, s, stack.out["deployed_at"])) for p, (h, s) in short.items())
+            assert all(resets.values()), "%s kernel FIB widths %s, want %s; sessions of the short slots reset after " \
+                "the deploy: %s" % (tor, got, want, resets)
+            warnings.warn("%s kernel FIB widths %s short of %s after a session reset since the deploy (%s); waited "
+                          "for them to come back" % (tor, got, want, resets))
+            got = _until("%s kernel FIB widths" % tor, lambda: _fib_widths(lab, tor, want), lambda v: v == want, 60)
         assert got == want, "%s kernel FIB widths %s, want %s" % (tor, got, want)
         cidrs = dict((p + ("/128" if ":" in p else "/32"), n) for p, n in want.items())
         facts = M.adhoc(tor, "netscale.multinic.frr_facts", {"prefixes": sorted(cidrs)})
