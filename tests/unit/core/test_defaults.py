@@ -167,7 +167,8 @@ ROLE_ONLY = {
     "fabric_monitor": {"fabric_monitor_state", "fabric_monitor_lib_dir", "fabric_monitor_config_file"},
     "tor_bgp": {"tor_bgp_md5_keys", "tor_bgp_frr_user",
                 "tor_bgp_manage_sysctl", "tor_bgp_sysctl_file", "tor_bgp_backup_dir", "tor_bgp_device_name"},
-    "vipinjector": {"vipinjector_state", "vipinjector_slots", "vipinjector_exabgp_version", "vipinjector_wheel_cache",
+    "vipinjector": {"vipinjector_state", "vipinjector_slots", "vipinjector_exabgp_version", "vipinjector_pip_version",
+                    "vipinjector_wheel_cache",
                     "vipinjector_controller_python", "vipinjector_require_netns", "vipinjector_wait",
                     "vipinjector_wait_timeout", "vipinjector_restart_sec", "vipinjector_frr_dir"},
 }
