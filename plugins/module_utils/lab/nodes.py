@@ -10,7 +10,8 @@
 - GPU hosts: systemd as PID 1 in its own pid/mount/uts/net/ipc/cgroup namespaces, overlayfs
   over the cached base image, pivot_root.
 - Both: the interpreter Ansible runs there (``lab/interpreter.py``: python3 with a compile cache) bound
-  at /run/netscale-lab-python from the node's directory, in the node's own /run.
+  at /run/netscale-lab-python from the node's directory, in the node's own /run, and its zygote, which
+  forks the module runs (started by a box's script; a host's systemd unit ``mnl-lab-python.service``).
 Every created object is journaled in the state file right away (``lab.state``).
 """
 
@@ -44,6 +45,8 @@ for m in $(findmnt -rn -t nsfs -o TARGET | sort -r); do umount -l "$m" 2>/dev/nu
 mount -t sysfs -o nosuid,nodev,noexec sysfs /sys
 hostname "$name"
 ip link set lo up
+# the zygote that forks Ansible's module runs here (lab/interpreter.py): in this box's namespaces and cgroup
+/usr/bin/python3 /run/netscale-lab-python/python3 --serve </dev/null &
 echo ready > /run/frr/.box-ready
 exec sleep infinity
 """
@@ -137,6 +140,7 @@ def start_boxes(lab, names=None):
     for name, p, d in started:
         _wait_file(os.path.join(d, "run-frr", ".box-ready"), p, name, os.path.join(d, "box.log"))
         attach_netns(lab, name, p.pid)
+    wait_zygotes(lab, [name for name, _p, _d in started])
 
 
 def _wait_file(path, proc, name, logpath, timeout=20.0):
@@ -177,6 +181,7 @@ def start_hosts(lab, rootfs, hosts=None):
         lab.state.set_node(name, pid=init, kind="gpu_host", netns=netns_name(name), cgroup=cg, dir=d,
                            started=st, unshare_pid=p.pid, rack=h["rack"], python=interpreter.IN_NODE_PATH)
         attach_netns(lab, name, init)
+    wait_zygotes(lab, [h["name"] for h, _p, _d, _cg in procs])
 
 
 def _write_host_etc(node_dir, name):
@@ -187,6 +192,24 @@ def _write_host_etc(node_dir, name):
     atomic_write(os.path.join(etc, "hostname"), name + "\n")
     atomic_write(os.path.join(etc, "hosts"),
                  "127.0.0.1 localhost\n127.0.1.1 %s\n::1 localhost ip6-localhost ip6-loopback\n" % name)
+    # the zygote of Ansible's module runs (lab/interpreter.py), started by the host's systemd at boot
+    units = os.path.join(etc, "systemd", "system")
+    os.makedirs(os.path.join(units, "multi-user.target.wants"), exist_ok=True)
+    atomic_write(os.path.join(units, interpreter.ZYGOTE_UNIT), interpreter.ZYGOTE_UNIT_TEXT)
+    link = os.path.join(units, "multi-user.target.wants", interpreter.ZYGOTE_UNIT)
+    if not os.path.lexists(link):
+        os.symlink("../" + interpreter.ZYGOTE_UNIT, link)
+
+
+def wait_zygotes(lab, names, timeout=15.0):
+    """Wait (``timeout`` s at most in all) for the zygote socket of every node in ``names``: module runs start
+    from a node whose zygote listens. One that does not come up is no error: its runs go on without it, each a
+    new python3 (lab/interpreter.py); the lab's tests of the interpreter say so."""
+    deadline = time.monotonic() + timeout
+    for name in names:
+        sock = os.path.join(lab.node_dir(name), interpreter.NODE_SUBDIR, interpreter.SOCKET)
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 def _wait_systemd(name, p, logpath, timeout=30.0):

@@ -124,9 +124,11 @@ def test_systemd_unit_through_ansible_runs_only_on_its_host(lab, tmp_path):
 
 
 def test_module_runs_use_the_lab_interpreter_and_its_compile_cache(lab, tmp_path):
-    """Ansible runs its modules on every lab node with the lab's interpreter (lab/interpreter.py); the first run on
-    a node fills that node's compile cache (in its directory, bound at /run/netscale-lab-python inside the node), a
-    second run of the same modules compiles nothing new."""
+    """Ansible runs its modules on every lab node with the lab's interpreter (lab/interpreter.py): the client Ansible
+    starts (python3 -S with the AnsiballZ script) hands the run to the node's zygote, which forks it (a host's
+    zygote is its systemd unit's main process); the first run on a node fills that node's compile cache (in its
+    directory, bound at /run/netscale-lab-python inside the node), a second run of the same modules compiles nothing
+    new."""
     from ansible_collections.netscale.multinic.plugins.module_utils.lab import interpreter
     dummy, state = lab
     nodes = {"lab-r1-h1": state["nodes"]["lab-r1-h1"]}
@@ -138,14 +140,22 @@ def test_module_runs_use_the_lab_interpreter_and_its_compile_cache(lab, tmp_path
           hosts: %s
           gather_facts: false
           tasks:
-            - name: The process that runs the module (the shell's parent), as the node sees it
-              ansible.builtin.shell: tr '\\0' ' ' < /proc/$PPID/cmdline
-              register: module_process
+            - name: The module run's process, the zygote (its grandparent) and the client, as the node sees them
+              ansible.builtin.shell: |
+                cmd() { tr '\\0' ' ' < /proc/$1/cmdline; }
+                parent() { awk '{print $4}' /proc/$1/stat; }
+                z=$(parent $(parent $PPID))
+                {
+                  echo "module=$(cmd $PPID)"
+                  echo "zygote=$(cmd $z)"
+                  echo "zygote_pid=$z"
+                  for p in /proc/[0-9]*; do
+                    c=$(cmd ${p#/proc/} 2>/dev/null) || continue
+                    case "$c" in "/usr/bin/python3 -S %s "*AnsiballZ_command.py*) echo "client=$c";; esac
+                  done
+                } > %s/module-process.txt
               changed_when: false
-            - name: Show it
-              ansible.builtin.debug:
-                msg: "module process=[{{ module_process.stdout }}]"
-        """ % ",".join(sorted(nodes))))
+        """ % (",".join(sorted(nodes)), interpreter.IN_NODE_PATH, interpreter.IN_NODE_DIR)))
 
     def cache(node):
         d = os.path.join(node["dir"], "python", "cache")
@@ -155,17 +165,31 @@ def test_module_runs_use_the_lab_interpreter_and_its_compile_cache(lab, tmp_path
     out = labsnap.playbook("-i", labsnap.TOPOLOGY, str(pb))
     for name in nodes:
         assert labsnap.recap(out.stdout, name)["failed"] == "0", out.stdout[-3000:]
-    # the shell module's parent: /usr/bin/python3 running the lab's program with the AnsiballZ script
-    shown = [line for line in out.stdout.splitlines() if "module process=[" in line]
-    assert len(shown) == len(nodes), out.stdout[-3000:]
-    for line in shown:
-        assert "/usr/bin/python3 %s " % interpreter.IN_NODE_PATH in line and "AnsiballZ_command.py" in line, line
+    # the shell module's parent: a fork of the zygote (/usr/bin/python3 running the lab's program with --serve), the
+    # zygote its grandparent; the client Ansible started runs the lab's program with the AnsiballZ script
+    serve = "/usr/bin/python3 %s --serve" % interpreter.IN_NODE_PATH
+    for name, node in nodes.items():
+        path = os.path.join(node["dir"], "python", "module-process.txt")
+        with open(path) as f:
+            seen = [line.rstrip("\n").split("=", 1) for line in f]
+        os.unlink(path)
+        one = dict(kv for kv in seen if kv[0] != "client")
+        clients = [v for k, v in seen if k == "client"]
+        assert one["module"].strip() == one["zygote"].strip() == serve, (name, seen)
+        # a host has its own PID namespace: its one client; a box sees the machine's processes (other runs too)
+        assert (len(clients) == 1 if node["kind"] == "gpu_host" else len(clients) >= 1), (name, seen)
+        if node["kind"] == "gpu_host":   # the host's zygote: its systemd unit's main process
+            main = subprocess.run(["nsenter", "-t", str(node["pid"]), "-a", "systemctl", "show", "-p", "MainPID",
+                                   "--value", interpreter.ZYGOTE_UNIT], capture_output=True, text=True, check=False)
+            assert main.stdout.strip() == one["zygote_pid"], (name, main.stdout, main.stderr, seen)
     filled = dict((n, cache(v)) for n, v in nodes.items())
     for name in nodes:
         assert len(filled[name]) > len(before[name]) and not [e for e in filled[name] if e.endswith(".tmp")], name
     out = labsnap.playbook("-i", labsnap.TOPOLOGY, str(pb))
     assert all(labsnap.recap(out.stdout, n)["failed"] == "0" for n in nodes), out.stdout[-3000:]
     assert dict((n, cache(v)) for n, v in nodes.items()) == filled   # nothing compiled again
+    for node in nodes.values():
+        os.unlink(os.path.join(node["dir"], "python", "module-process.txt"))
     for name, node in nodes.items():   # inside the node: the program, root's only
         ls = subprocess.run(["nsenter", "-t", str(node["pid"]), "-m", "stat", "-c", "%a %U", interpreter.IN_NODE_PATH],
                             capture_output=True, text=True, check=False)
