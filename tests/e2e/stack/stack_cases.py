@@ -216,6 +216,7 @@ def _flap(stack, host, kind, k, t_down, t_up, events):
     n = len(lab.hosts[host]["nics"])
     time.sleep(t_down)
     t0 = time.monotonic()
+    events["down_at"] = time.time()
     if kind == "admin":
         M.sh(["ip", "-n", lab.netns(host), "link", "set", nic["name"], "down"])
     else:   # carrier loss on the host NIC: the ToR port goes away
@@ -237,20 +238,36 @@ def _flap(stack, host, kind, k, t_down, t_up, events):
     events["back_total"] = time.monotonic() - t1
 
 
+def _max_stall_ending_after(result, t):
+    """M.max_stall of the zero-byte runs that end after ``t`` s on iperf3's clock (a run ending before is left out)."""
+    worst, runs = 0.0, {}
+    for sid, nbytes, start, seconds in M.DH._zero_runs(result):   # pylint: disable=protected-access
+        if nbytes == 0:
+            st, ln = runs.get(sid, (start, 0.0))
+            runs[sid] = (st, ln + seconds)
+            if st is None or st + ln + seconds > t:
+                worst = max(worst, ln + seconds)
+        else:
+            runs.pop(sid, None)
+    return round(worst, 3)
+
+
 def test_nic_failure(stack):
     """32 flows each way on the 4-NIC host; eth1 fails at 3 s and returns at 6 s: its next hop
     leaves the ToR FIB, no stream stalls > 1 s in either direction; after the return (no re-run)
-    the session, the ECMP width and eth1's share come back.
+    the session, the ECMP width and eth1's share come back. (A stall that ended 0.5 s before the NIC went down is
+    the run's start, reported as a warning, not asserted.)
 
     One kind of failure per mode (CI time): eBPF mode the host NIC set down (the watcher re-applies
     what admin-down deleted), kernel mode the ToR port (carrier loss on the host). Both kinds in both
     modes run in tests/e2e/datapath/test_datapath_traffic.py::test_nic_failure (no FRR there)."""
     kind = "admin" if stack.mode == "ebpf" else "carrier"
     lab, host = stack.lab, "mns-r1-h2"
-    results, events = {}, {}
+    results, events, started = {}, {}, {}
 
     def run(name, fam, port, reverse):
         try:
+            started[name] = time.time()
             results[name] = lab.iperf(host, fam, port, flows=FLOWS, seconds=10, reverse=reverse, interval=0.2)[0]
         except AssertionError as e:
             results[name] = {"error": str(e)}
@@ -277,7 +294,16 @@ def test_nic_failure(stack):
     assert "out_error" not in events, events
     assert "back_error" not in events, events
     for k, v in worst.items():
-        assert v <= 1.0, "%s %s %s: a stream stalled %.1f s" % (stack.mode, kind, k, v)
+        # The bound is the failure's: a stall that ended 0.5 s or more before the NIC went down (on iperf3's clock,
+        # which starts after the call) is the run's start, not the failure. A CI run of 2026-11-29 had one ingress
+        # stream of 32 stall 1.4 s from 0.6 s, the NIC going down at 3 s: slow start into the ToR ports' tbf.
+        # Such a stall is reported as a warning; every stall that reaches the failure's window is asserted.
+        cut = events["down_at"] - started[k] - 0.5
+        at_failure = _max_stall_ending_after(received[k], cut)
+        if at_failure <= 1.0 < v:
+            warnings.warn("%s %s %s: a stream stalled %.1f s before the failure (ended before %.1f s), %.1f s at "
+                          "most from then; stalls %s" % (stack.mode, kind, k, v, cut, at_failure, M.stalls(received[k])))
+        assert at_failure <= 1.0, "%s %s %s: a stream stalled %.1f s" % (stack.mode, kind, k, at_failure)
     # share after the return, one direction at a time
     time.sleep(0.5)
     for label, fam, reverse in (("egress", "ipv6", False), ("ingress", "ipv4", True)):
