@@ -86,14 +86,13 @@ def _fib_widths(lab, tor, want):
     return dict((p, len(fib.get(p.split("/")[0], ()))) for p in want)
 
 
-def _sessions_reset_after(lab, tor, slot, since):
-    """The ToR's sessions of one slot (one per NIC) that are not Established now or were established after
-    ``since`` (epoch): {neighbor: (state, uptime s, lastResetDueTo)}."""
-    js = json.loads(lab.x(tor, ["vtysh", "-c", "show bgp neighbors json"]).stdout or "{}")
+def _sessions_reset_after(neighbors, slot, since):
+    """The sessions of one slot (one per NIC) in the ToR's ``show bgp neighbors json`` that are not Established or
+    were established after ``since`` (epoch): {neighbor: (state, uptime s, lastResetDueTo)}."""
     age = time.time() - since
     out = {}
     for n in slot["nics"]:
-        p = js.get(n["address"]["ipv6"]) or {}
+        p = neighbors.get(n["address"]["ipv6"]) or {}
         up = p.get("bgpTimerUpMsec", 0) / 1000.0 if p.get("bgpState") == "Established" else 0.0
         if up < age:
             out[n["address"]["ipv6"]] = (p.get("bgpState"), round(up, 1), p.get("lastResetDueTo"))
@@ -123,7 +122,8 @@ def test_tor_fib_width(stack):
         got = _fib_widths(lab, tor, want)
         if got != want:
             short = dict((p, slot_of[p]) for p in want if got[p] != want[p])
-            resets = dict((p, _sessions_reset_after(lab, tor, s, stack.out["deployed_at"])) for p, (h, s) in short.items())
+            neighbors = json.loads(lab.x(tor, ["vtysh", "-c", "show bgp neighbors json"]).stdout or "{}")
+            resets = dict((p, _sessions_reset_after(neighbors, s, stack.out["deployed_at"])) for p, (h, s) in short.items())
             assert all(resets.values()), "%s kernel FIB widths %s, want %s; sessions of the short slots reset after " \
                 "the deploy: %s" % (tor, got, want, resets)
             warnings.warn("%s kernel FIB widths %s short of %s after a session reset since the deploy (%s); waited "
