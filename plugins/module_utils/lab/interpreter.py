@@ -18,7 +18,9 @@ installs in every node (:func:`install`); Ansible runs it as ``<IN_NODE_PATH> An
   arguments, environment, working directory, umask and its stdin, stdout and stderr (SCM_RIGHTS), forwards
   SIGTERM, SIGINT, SIGHUP and SIGQUIT to the run, and exits as the run did (status, or the same signal). The run
   writes to Ansible's pipes itself. With no zygote listening (none started, or one that died), or with
-  ``NETSCALE_LAB_ZYGOTE=0`` in the environment, the client runs the script in a python3 of its own, as before.
+  ``NETSCALE_LAB_ZYGOTE=0`` in the environment, the client runs the script in a python3 of its own, as before;
+  also when the zygote's supervisor does not answer within ``NETSCALE_LAB_ZYGOTE_TIMEOUT`` s (30): the run and
+  its file descriptors are sent only after that answer, so a late zygote has nothing to run.
 - **The compile cache** keeps the code objects that ``zipimport`` compiles beside the program, keyed by the
   source's SHA-256 and the interpreter's bytecode magic; the file name is set to the path being imported. A cache
   that cannot be read or written is skipped; ``NETSCALE_LAB_COMPILE_CACHE=0`` in a module run's environment turns
@@ -178,7 +180,7 @@ def _child(request, fds, original_compile):
     for fd in fds:
         if fd > 2:
             os.close(fd)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ.clear()
@@ -233,6 +235,7 @@ def _supervise(conn, listener, original_compile):
     # a fork of the zygote per run: forks the run, tells the client its PID, then its end
     listener.close()
     try:
+        conn.sendall(b"R")   # the client sends its run only now: one that gave up waiting sends nothing
         request, fds = _recv_request(conn)
     except Exception:
         os._exit(1)
@@ -321,8 +324,15 @@ def client():
     if os.environ.get("NETSCALE_LAB_ZYGOTE", "1") == "0":
         return _fallback()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    timeout = os.environ.get("NETSCALE_LAB_ZYGOTE_TIMEOUT", "30")
     try:
         s.connect(os.path.join(os.path.dirname(os.path.abspath(__file__)), SOCKET))
+        # A zygote that does not take the run in time (hung, stopped) gets nothing: no file descriptor of
+        # Ansible's is left in flight with it, and the run goes on here.
+        s.settimeout(float(timeout))
+        if s.recv(1) != b"R":
+            raise OSError("no supervisor")
+        s.settimeout(None)
         try:
             cwd = os.getcwd()
         except OSError:
@@ -332,7 +342,10 @@ def client():
         payload = marshal.dumps((sys.argv[1:], dict(os.environ), cwd, umask))
         s.sendmsg([len(payload).to_bytes(4, "big") + payload],
                   [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
-    except OSError:
+    except OSError as e:
+        if not isinstance(e, (FileNotFoundError, ConnectionRefusedError)):   # no zygote at all: nothing to say
+            sys.stderr.write("lab interpreter: the zygote did not take the run within %ss (%s); running it here\n"
+                             % (timeout, e))
         s.close()
         return _fallback()
     # from here the run is the zygote's: never run it a second time here
@@ -350,12 +363,7 @@ def client():
             pass
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, forward)
-    while True:
-        try:
-            line = f.readline()
-            break
-        except InterruptedError:
-            continue
+    line = f.readline()   # retried after a forwarded signal (PEP 475)
     if line.startswith(b"X"):
         os._exit(int(line[1:]))
     if line.startswith(b"S"):

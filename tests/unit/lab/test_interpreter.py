@@ -257,3 +257,32 @@ def test_without_a_listening_zygote_the_client_runs_the_script_itself(tmp_path, 
     # install() again (a node started anew) removes the dead zygote's socket
     interpreter.install(str(tmp_path / "node"))
     assert not os.path.exists(os.path.join(d, interpreter.SOCKET))
+
+
+def test_a_zygote_that_does_not_take_the_run_in_time_gets_nothing_and_the_client_runs_it(tmp_path, request):
+    """A hung (here: stopped) zygote: after NETSCALE_LAB_ZYGOTE_TIMEOUT the client says so on stderr and runs the
+    script itself, instead of hanging the task; nothing of the run (no file descriptor of Ansible's either) was
+    handed to the zygote, which, once it goes on, runs nothing and serves the next run."""
+    d = interpreter.install(str(tmp_path / "node"))
+    z = _start_zygote(request, d)
+    script = tmp_path / "mark.py"
+    script.write_text("import os\nopen(os.environ['MARK'], 'a').write('%d\\n' % os.getpid())\n")
+    mark = tmp_path / "mark"
+    os.kill(z.pid, signal.SIGSTOP)
+    try:
+        p = subprocess.Popen([sys.executable, os.path.join(d, "python3"), str(script)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, MARK=str(mark), NETSCALE_LAB_ZYGOTE_TIMEOUT="1"))
+        out, err = p.communicate(timeout=30)   # EOF on its pipes: no copy of them is left with the zygote
+    finally:
+        os.kill(z.pid, signal.SIGCONT)
+    assert p.returncode == 0 and "the zygote did not take the run within 1s" in err, (p.returncode, err)
+    assert mark.read_text() == "%d\n" % p.pid   # run once, by the client itself
+    time.sleep(1.5)   # the zygote goes on: it accepts the abandoned connection and runs nothing
+    assert mark.read_text() == "%d\n" % p.pid
+    p = subprocess.Popen([sys.executable, os.path.join(d, "python3"), str(script)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, MARK=str(mark)))
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and err == "", err
+    runs = mark.read_text().split()
+    assert len(runs) == 2 and runs[1] != str(p.pid)   # the next run: forked by the zygote
